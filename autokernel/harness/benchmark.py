@@ -1,0 +1,128 @@
+"""Time a candidate that passed all five stages, and guard the timing against faked speed.
+
+Three guards live here because they need the timed buffers: re-validation (fresh values written
+into the very tensors that were timed, then checked: an output cached by address or by call
+count fails), hidden work (wall time far above the event-timed figure: work on a side stream),
+and plausibility (faster than the machine's measured ceiling: flagged, never kept).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from autokernel.harness import baselines
+from autokernel.harness.stages import Evaluation, StageFailure, call_checked, to_float64
+from autokernel.harness.timing import measure, wall_per_call_us
+from autokernel.harness.verdict import Check, Status, Timing
+from autokernel.specs import Size, dtype_name
+
+PLAUSIBLE_FRACTION = 1.10  # above 110 % of a measured ceiling, a figure is not believed
+HIDDEN_WORK_FACTOR = 3.0  # wall time this many times the event time...
+HIDDEN_WORK_SLACK_US = 200.0  # ...plus launch overheads counts as hidden work
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Ceilings for % of peak: bandwidth in GB/s and matrix rate in TFLOPS for the dtype."""
+
+    gbs: float | None
+    tflops: float | None
+
+
+def bench_sizes(ev: Evaluation) -> tuple[Size, ...]:
+    sizes = ev.spec.sizes(ev.on_gpu).bench
+    return (*(sizes[:1] if ev.quick else sizes), *ev.extra_sizes)
+
+
+def _reject(size: str, dtype: torch.dtype, message: str) -> StageFailure:
+    return StageFailure(
+        Status.REJECTED, Check("benchmark", size, dtype_name(dtype), False, message)
+    )
+
+
+def _revalidate(ev: Evaluation, args: tuple, size: Size, dtype: torch.dtype) -> None:
+    fresh = ev.inputs(ev.spec.make_inputs, size, dtype, "revalidate", ev.spec.label(size))
+    for dst, src in zip(args, fresh, strict=True):
+        if isinstance(dst, torch.Tensor):
+            dst.copy_(src)
+    expected = ev.spec.reference(*to_float64(args))
+    try:
+        call_checked(ev, "benchmark", ev.spec.label(size), dtype, args, expected)
+    except StageFailure as failure:
+        if failure.status is Status.FAIL:
+            failure.status = Status.REJECTED
+            failure.check.message = (
+                "after timing, new values were written into the same input buffers and the "
+                f"output did not follow them (cached output?): {failure.check.message}"
+            )
+        raise
+
+
+def time_candidate(
+    ev: Evaluation, dtype: torch.dtype, peaks: Peaks, with_compile: bool
+) -> list[Timing]:
+    timings = []
+    for size in bench_sizes(ev):
+        label = ev.spec.label(size)
+        args = ev.inputs(ev.spec.make_inputs, size, dtype, "benchmark", label)
+        fn: Callable[[], object] = lambda args=args: ev.kernel_fn(*args)
+        m = measure(fn, ev.on_gpu)
+        if ev.on_gpu:
+            wall = wall_per_call_us(fn, True)
+            if wall > HIDDEN_WORK_FACTOR * m.median_us + HIDDEN_WORK_SLACK_US:
+                raise _reject(
+                    label, dtype,
+                    f"wall time {wall:.1f} us per call vs {m.median_us:.1f} us on the current "
+                    "stream's events: work is running outside the timed stream",
+                )  # fmt: skip
+        _revalidate(ev, args, size, dtype)
+        timings.append(_timing(ev, size, dtype, m.median_us, m.spread_us, peaks, with_compile))
+        t = timings[-1]
+        if t.pct_peak is not None and t.pct_peak > 100 * PLAUSIBLE_FRACTION:
+            raise _reject(
+                label, dtype,
+                f"{t.throughput:.1f} {t.unit} is {t.pct_peak:.0f}% of this machine's measured "
+                "ceiling: not physically plausible, so not believed",
+            )  # fmt: skip
+        del args
+    return timings
+
+
+def _timing(
+    ev: Evaluation,
+    size: Size,
+    dtype: torch.dtype,
+    us: float,
+    spread: float,
+    peaks: Peaks,
+    with_compile: bool,
+) -> Timing:
+    spec = ev.spec
+    if spec.bound == "memory":
+        throughput, unit, peak = spec.bytes_moved(size, dtype) / us / 1e3, "GB/s", peaks.gbs
+    else:
+        throughput, unit, peak = spec.flops(size) / us / 1e6, "TFLOPS", peaks.tflops
+    eager = baselines.lookup(spec, size, dtype, ev.device, "eager")
+    compiled = baselines.lookup(spec, size, dtype, ev.device, "compile") if with_compile else None
+    return Timing(
+        size=spec.label(size),
+        dtype=dtype_name(dtype),
+        us=us,
+        spread_us=spread,
+        eager_us=eager,
+        compile_us=compiled,
+        throughput=throughput,
+        unit=unit,
+        pct_peak=100.0 * throughput / peak if peak else None,
+        speedup_vs_eager=eager / us if eager else None,
+        speedup_vs_compile=compiled / us if compiled else None,
+    )
+
+
+def geomean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v]
+    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None

@@ -1,0 +1,74 @@
+"""One timing path for the harness, the tuner and the benchmarks.
+
+CUDA: triton.testing.do_bench with explicit quantiles, so the figure is the median (do_bench
+returns the mean unless asked) with the L2 flushed before every repetition. CPU: perf_counter
+median, labelled as a CPU figure: under the Triton interpreter it says nothing about GPU speed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+WARMUP_MS = 25  # do_bench budgets, in milliseconds of GPU time
+REP_MS = 100
+CPU_BUDGET_S = 0.5  # CPU: stop repeating after this much time...
+CPU_MIN_REPS = 3  # ...but never with fewer samples than this
+CPU_MAX_REPS = 50
+
+CUDA_CLOCK = "cuda do_bench median (L2 flushed)"
+CPU_CLOCK = "CPU perf_counter median (Triton interpreter: not a GPU figure)"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    median_us: float
+    p20_us: float
+    p80_us: float
+
+    @property
+    def spread_us(self) -> float:
+        return self.p80_us - self.p20_us
+
+
+def measure(fn: Callable[[], object], on_gpu: bool) -> Measurement:
+    if on_gpu:
+        import triton.testing
+
+        med, p20, p80 = triton.testing.do_bench(
+            fn, warmup=WARMUP_MS, rep=REP_MS, quantiles=[0.5, 0.2, 0.8]
+        )
+        return Measurement(med * 1e3, p20 * 1e3, p80 * 1e3)
+    fn()  # warm: compile/trace outside the samples
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < CPU_MIN_REPS or (
+        time.perf_counter() - start < CPU_BUDGET_S and len(samples) < CPU_MAX_REPS
+    ):
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e6)
+    q = statistics.quantiles(samples, n=5) if len(samples) > 1 else samples * 4
+    return Measurement(statistics.median(samples), q[0], q[3])
+
+
+def clock_name(on_gpu: bool) -> str:
+    return CUDA_CLOCK if on_gpu else CPU_CLOCK
+
+
+def wall_per_call_us(fn: Callable[[], object], on_gpu: bool, calls: int = 20) -> float:
+    """Host wall time per call with the device drained before and after: counts work on every
+    stream, unlike events recorded on the current one. Compared against `measure` to catch
+    work hidden on a side stream."""
+    if on_gpu:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    if on_gpu:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / calls * 1e6

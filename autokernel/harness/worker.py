@@ -1,0 +1,180 @@
+"""The evaluation worker: the only process that imports candidate code.
+
+Started by the sandbox with the request on stdin; writes a progress file (the stage it is in,
+so a timeout can say where it hung) and the verdict JSON. Baselines and ceilings are measured
+before the candidate is imported, so nothing the candidate does can change them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+T_START = time.perf_counter()  # before torch is imported: start-up is part of the cost
+
+
+class Progress:
+    """Writes the current phase for the parent (so a timeout can say where it hung) and
+    records how long each phase took (so the harness's own cost is visible)."""
+
+    def __init__(self, path: Path, t0: float) -> None:
+        self.path, self.phase, self.since = path, "start-up", t0
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.seconds[self.phase] = self.seconds.get(self.phase, 0.0) + now - self.since
+        self.phase, self.since = phase, now
+        self.path.write_text(phase)
+
+
+def _load_candidate(path: Path):
+    spec = importlib.util.spec_from_file_location("autokernel_candidate", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _install_stream_guard(torch) -> list[str]:
+    """Record any attempt to create or switch CUDA streams (the static guard forbids naming
+    them; this catches a path around it)."""
+    seen: list[str] = []
+    for name in ("Stream", "set_stream", "stream", "ExternalStream"):
+        original = getattr(torch.cuda, name, None)
+        if original is None:
+            continue
+
+        def wrapped(*a, __name=name, __orig=original, **k):
+            seen.append(f"torch.cuda.{__name}")
+            return __orig(*a, **k)
+
+        setattr(torch.cuda, name, wrapped)
+    return seen
+
+
+def _peaks(device, spec, dtype):
+    from autokernel.harness.benchmark import Peaks
+
+    if device.type != "cuda":
+        return Peaks(None, None), None
+    from autokernel import gpu
+
+    info = gpu.detect()
+    ceilings = gpu.load_or_measure()
+    return Peaks(
+        gpu.peak_bandwidth_gbs(info, ceilings), gpu.peak_tflops(info, ceilings, dtype)
+    ), info
+
+
+def evaluate(req: dict[str, Any], progress: Progress) -> Any:
+    import torch
+
+    from autokernel.harness import baselines
+    from autokernel.harness.benchmark import bench_sizes, geomean, time_candidate
+    from autokernel.harness.stages import Evaluation, StageFailure, run_stages
+    from autokernel.harness.timing import clock_name
+    from autokernel.harness.verdict import Check, Status, Verdict
+    from autokernel.specs import get_spec, parse_dtype
+
+    on_gpu = torch.cuda.is_available() and not req.get("force_cpu")
+    if not on_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton or the candidate is imported
+    device = torch.device("cuda" if on_gpu else "cpu")
+    spec = get_spec(req["kernel_type"])
+    seed = int(req["seed"])
+    dtype = parse_dtype(req["dtype"]) if req.get("dtype") else (
+        spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu
+    )  # fmt: skip
+    extra = tuple(req.get("extra_sizes") or ())
+    verdict = Verdict(
+        status=Status.PASS, kernel_type=spec.name, file=req["file"], seed=seed,
+        device=baselines.device_name(device), interpreter=not on_gpu, clock=clock_name(on_gpu),
+    )  # fmt: skip
+    ev = Evaluation(
+        spec, kernel_fn=lambda *a: None, device=device, seed=seed, extra_sizes=extra,
+        quick=bool(req.get("quick")), guard_runtime=req.get("guards", True),
+    )  # fmt: skip
+    with_compile = bool(req.get("compile_baseline", True))
+    timing = bool(req.get("timing", True))
+    peaks = None
+    if timing:
+        progress("baselines")
+        notes = baselines.ensure(spec, bench_sizes(ev), dtype, device, seed, with_compile)
+        verdict.guards += [f"baseline {k} unavailable: {v}" for k, v in notes.items()]
+        peaks, _ = _peaks(device, spec, dtype)
+    stream_uses = _install_stream_guard(torch) if on_gpu else []
+
+    progress("import")
+    try:
+        module = _load_candidate(Path(req["file"]))
+        kernel_fn = getattr(module, "kernel_fn", None)
+        if not callable(kernel_fn):
+            raise AttributeError("kernel.py defines no callable kernel_fn")
+    except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
+        tb = "".join(traceback.format_exception(exc)[-8:])
+        verdict.status = Status.CRASH
+        verdict.failure = Check(
+            "import", "", "", False, f"{type(exc).__name__}: {exc}\n{tb}"[-3000:]
+        )
+        verdict.message = f"import failed: {type(exc).__name__}: {exc}"
+        return verdict
+    ev.kernel_fn = kernel_fn
+    if on_gpu:
+        torch.cuda.reset_peak_memory_stats()
+
+    try:
+        run_stages(ev, progress=progress)
+        if stream_uses:
+            raise StageFailure(
+                Status.REJECTED,
+                Check("guards", "", "", False, f"kernel used {', '.join(sorted(set(stream_uses)))}:"
+                      " launch on the current stream"),
+            )  # fmt: skip
+        if timing:
+            progress("benchmark")
+            verdict.timings = time_candidate(ev, dtype, peaks, with_compile)
+    except StageFailure as failure:
+        verdict.status = failure.status
+        verdict.failure = failure.check
+        c = failure.check
+        where = " ".join(x for x in (c.stage, c.size, c.dtype) if x)
+        verdict.message = f"{failure.status.value} in {where}: {c.message.splitlines()[0]}"
+    verdict.stages = ev.results
+    verdict.speedup_vs_eager = geomean([t.speedup_vs_eager for t in verdict.timings])
+    verdict.speedup_vs_compile = geomean([t.speedup_vs_compile for t in verdict.timings])
+    if verdict.status is Status.PASS:
+        verdict.message = "PASS: all five stages" + (
+            f"; {verdict.speedup_vs_eager:.2f}x vs eager" if verdict.speedup_vs_eager else ""
+        )
+    if on_gpu:
+        verdict.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
+    return verdict
+
+
+def main() -> int:
+    progress = Progress(Path(sys.argv[1]), T_START)
+    req = json.loads(sys.stdin.read())
+    out = Path(req["verdict"])
+    nonce = req.pop("nonce")
+    verdict = evaluate(req, progress)
+    progress("done")
+    verdict.harness_s = time.perf_counter() - T_START
+    verdict.phase_s = {k: round(v, 3) for k, v in progress.seconds.items()}
+    data = verdict.to_json()
+    data["nonce"] = nonce
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Isolation: the verdict comes back whatever the candidate does to its process, secrets never
+reach it, and a forged verdict is not believed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from autokernel.harness.sandbox import KernelFileError, Options, evaluate, worker_env
+from autokernel.harness.verdict import Status
+
+FAST = dict(timing=False, compile_baseline=False)
+
+
+def write(tmp_path, body: str, name: str = "kernel.py"):
+    path = tmp_path / name
+    path.write_text("KERNEL_TYPE = 'reduce'\n" + body)
+    return path
+
+
+def test_missing_file_is_a_user_error(tmp_path):
+    with pytest.raises(KernelFileError, match="no such file"):
+        evaluate(tmp_path / "nope.py")
+
+
+def test_unknown_kernel_type_is_reported(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text("KERNEL_TYPE = 'convolution'\ndef kernel_fn(x):\n    return x\n")
+    v = evaluate(path, Options(**FAST))
+    assert v.status is Status.CRASH and "convolution" in v.message and "softmax" in v.message
+
+
+def test_secrets_are_stripped_from_the_worker_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
+    monkeypatch.setenv("HARMLESS_SETTING", "1")
+    env = worker_env()
+    assert "OPENAI_API_KEY" not in env and "ANTHROPIC_API_KEY" not in env
+    assert env["HARMLESS_SETTING"] == "1"
+    # and for real: a (guards-off) candidate that looks for the key crashes if it finds one
+    path = write(
+        tmp_path,
+        "import os, reference\n"
+        "def kernel_fn(x):\n"
+        "    assert 'OPENAI_API_KEY' not in os.environ, 'key leaked'\n"
+        "    assert 'sk-test-secret' not in str(os.environ), 'key leaked'\n"
+        "    return reference.reduce(x)\n",
+    )
+    assert evaluate(path, Options(guards=False, **FAST)).status is Status.PASS
+
+
+def test_forged_verdict_is_not_believed(tmp_path):
+    path = write(
+        tmp_path,
+        "import json, os\njson.dump({'status': 'PASS'}, open('verdict.json', 'w'))\nos._exit(0)\n",
+    )
+    v = evaluate(path, Options(guards=False, **FAST))
+    assert v.status is Status.CRASH and "without a verdict" in v.message
+
+
+def test_timeout_kills_the_process_group_promptly(tmp_path):
+    path = write(
+        tmp_path,
+        "import subprocess\n"
+        "subprocess.Popen(['sleep', '600'])\n"  # a child that would outlive a naive kill
+        "def kernel_fn(x):\n"
+        "    while True:\n"
+        "        pass\n",
+    )
+    t0 = time.monotonic()
+    v = evaluate(path, Options(guards=False, timeout_s=3, **FAST))
+    assert v.status is Status.TIMEOUT and v.failure.stage == "smoke"
+    assert time.monotonic() - t0 < 3 + 20
+
+
+def test_static_guard_rejects_before_any_process_starts(tmp_path):
+    path = write(tmp_path, "import subprocess\ndef kernel_fn(x):\n    return x\n")
+    v = evaluate(path, Options(**FAST))
+    assert v.status is Status.REJECTED and v.failure.stage == "static"
+    assert v.harness_s < 1.0
