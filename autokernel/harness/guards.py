@@ -58,14 +58,15 @@ ESCAPE_ATTRS = frozenset(
 STREAM_ATTRS = frozenset({"stream", "Stream", "set_stream", "ExternalStream", "StreamContext"})
 
 # aten ops kernel_fn may issue at run time: allocation, views, copies. The Triton interpreter's
-# own argument marshalling (new_empty, set_, copy_) is in here too.
+# own argument marshalling (new_empty, set_, copy_) is in here too. Reading elements to the host
+# (_local_scalar_dense: .item(), float(x[i])) is not: it is how host-side math would start.
 ALLOWED_ATEN = frozenset(
     {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "new_zeros",
      "zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill_", "zero_", "arange",
      "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand",
      "unsqueeze", "squeeze", "select", "slice", "narrow", "detach", "alias", "clone", "copy_",
      "_to_copy", "set_", "lift_fresh", "lift_fresh_copy", "resize_", "unbind", "split",
-     "view_as", "_local_scalar_dense", "is_same_size", "contiguous"}
+     "view_as", "is_same_size", "contiguous"}
 )  # fmt: skip
 
 
@@ -200,7 +201,9 @@ class _Checker(ast.NodeVisitor):
             self.flag(node, f"call to {func.id}() is not allowed in kernel.py")
         if isinstance(func, ast.Attribute) and func.attr in FORBIDDEN_METHODS:
             chain = _dotted(func)
-            known_root = chain and (chain[0] in self.triton_names or chain[0] in self.torch_names)
+            known_root = chain and (
+                chain[0] in self.triton_names or chain[0] in self.torch_names or chain[0] == "math"
+            )
             if not known_root:
                 self.flag(
                     node,

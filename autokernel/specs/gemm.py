@@ -111,6 +111,9 @@ MATMUL = KernelSpec(
             "pairs of products that nearly cancel",
             {"M": 512, "N": 512, "K": 2048},
             {"M": 16, "N": 32, "K": 64},
+            # fp32 left out: running sums ~256 against results ~0.3 exceed 1e-4 for any fp32
+            # accumulation order, cuBLAS's included.
+            dtypes=(torch.float16, torch.bfloat16),
         ),
     ),
     reference=reference.matmul,
