@@ -1,0 +1,148 @@
+"""Mean token cross-entropy: loss = mean over rows with target != -100 of lse(row) - row[target].
+
+Memory-bound: the logits are read exactly once. A first kernel computes each row's log-sum-exp
+in fp32 and writes the row loss (0 for ignored rows) to an fp32 buffer; "single" holds the whole
+row in registers while next_pow2(vocab) fits under MAX_SINGLE_COLS, "online" (and wider rows)
+walk the row in BLOCK_SIZE-column chunks keeping a running max and a rescaled running sum. The
+target logit is one extra scalar load per row. Ignored rows skip their logits entirely (masked
+loads move no bytes). Narrow vocabularies put several rows in one [ROWS, COLS] tile. A second,
+one-program kernel sums the row losses and counts the non-ignored targets in a fixed order, so
+the mean is bitwise reproducible (no atomics).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "cross_entropy"
+BACKEND = "triton"
+# Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
+# BLOCK_SIZE: elements per tile (online chunk width, and the row-group size for narrow rows);
+# MAX_SINGLE_COLS: widest padded row the "single" variant keeps in registers (columns).
+CONFIG = {
+    "VARIANT": "single",
+    "BLOCK_SIZE": 4096,
+    "MAX_SINGLE_COLS": 8192,
+    "ROWS_PER_PROGRAM": 8,
+    "num_warps": 8,
+}
+# Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
+SEARCH_SPACE = {
+    "VARIANT": ["single", "online"],
+    "BLOCK_SIZE": [512, 1024, 2048, 4096, 8192],
+    "MAX_SINGLE_COLS": [2048, 4096, 8192, 16384],
+    "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16],
+    "num_warps": [1, 2, 4, 8, 16],
+}
+
+IGNORE_INDEX = -100  # as reference.IGNORE_INDEX and torch.nn.functional.cross_entropy
+MEAN_BLOCK = 1024  # row losses summed per step by the one-program mean kernel
+
+
+@triton.jit
+def _cross_entropy_kernel(
+    X_ptr,
+    T_ptr,
+    L_ptr,
+    X_row_stride,
+    n_rows,
+    n_cols,
+    IGNORE: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    ROWS: tl.constexpr,
+    SINGLE: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    target = tl.load(T_ptr + rows, mask=row_mask, other=IGNORE)
+    active = row_mask & (target != IGNORE)
+    x_row = X_ptr + rows[:, None] * X_row_stride
+    cols = tl.arange(0, BLOCK_COLS)[None, :]
+    if SINGLE:
+        mask = active[:, None] & (cols < n_cols)
+        x = tl.load(x_row + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        m = tl.max(x, axis=1)
+        shift = tl.where(m == -float("inf"), 0.0, m)
+        s = tl.sum(tl.exp(x - shift[:, None]), axis=1)
+    else:
+        m = tl.full([ROWS], -float("inf"), tl.float32)
+        s = tl.zeros([ROWS], tl.float32)
+        for start in tl.range(0, n_cols, BLOCK_COLS):
+            mask = active[:, None] & (start + cols < n_cols)
+            x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=1))
+            # While every value seen is -inf (ignored rows), shift by 0: no -inf - -inf NaN.
+            shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+            s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
+            m = m_new
+    # Out-of-range targets (torch raises on them) are never dereferenced.
+    in_range = active & (target >= 0) & (target < n_cols)
+    x_target = tl.load(X_ptr + rows * X_row_stride + target, mask=in_range, other=0.0)
+    # (max - target) first: exact for the confident rows where the two nearly cancel. Ignored
+    # rows have s = 0; log(1) keeps their (discarded) value finite.
+    loss = (m - x_target.to(tl.float32)) + tl.log(tl.where(active, s, 1.0))
+    tl.store(L_ptr + rows, tl.where(active, loss, 0.0), mask=row_mask)
+
+
+@triton.jit
+def _cross_entropy_mean_kernel(
+    L_ptr, T_ptr, Out_ptr, n_rows, IGNORE: tl.constexpr, BLOCK: tl.constexpr
+):
+    offs = tl.arange(0, BLOCK)
+    total = tl.zeros([BLOCK], tl.float32)
+    count = tl.zeros([BLOCK], tl.int32)
+    for start in tl.range(0, n_rows, BLOCK):
+        mask = start + offs < n_rows
+        total += tl.load(L_ptr + start + offs, mask=mask, other=0.0)
+        target = tl.load(T_ptr + start + offs, mask=mask, other=IGNORE)
+        count += (target != IGNORE).to(tl.int32)
+    # No counted row: 0 / 0 = NaN, as torch returns.
+    mean = tl.sum(total, axis=0) / tl.sum(count, axis=0).to(tl.float32)
+    tl.store(Out_ptr, mean.to(Out_ptr.dtype.element_ty))
+
+
+def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    n_rows, n_cols = logits.shape
+    out_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    out = torch.empty((), dtype=out_dtype, device=logits.device)
+    if logits.stride(-1) != 1:
+        logits = logits.contiguous()
+    targets = targets.contiguous()
+    row_loss = torch.empty((n_rows,), dtype=torch.float32, device=logits.device)
+
+    if n_rows > 0 and n_cols > 0:
+        padded = triton.next_power_of_2(n_cols)
+        single = CONFIG["VARIANT"] == "single" and padded <= CONFIG["MAX_SINGLE_COLS"]
+        block_cols = padded if single else min(CONFIG["BLOCK_SIZE"], padded)
+        rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
+        rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
+        num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
+        _cross_entropy_kernel[(triton.cdiv(n_rows, rows),)](
+            logits,
+            targets,
+            row_loss,
+            logits.stride(0),
+            n_rows,
+            n_cols,
+            IGNORE=IGNORE_INDEX,
+            BLOCK_COLS=block_cols,
+            ROWS=rows,
+            SINGLE=single,
+            num_warps=num_warps,
+        )
+    elif n_rows > 0:
+        # No classes (torch raises): nothing to read, every row loss is undefined (NaN).
+        row_loss = torch.full((n_rows,), float("nan"), dtype=torch.float32, device=logits.device)
+
+    block = min(MEAN_BLOCK, triton.next_power_of_2(max(n_rows, 1)))
+    _cross_entropy_mean_kernel[(1,)](
+        row_loss,
+        targets,
+        out,
+        n_rows,
+        IGNORE=IGNORE_INDEX,
+        BLOCK=block,
+        num_warps=max(1, min(4, block // 256)),
+    )
+    return out

@@ -1,0 +1,141 @@
+"""LayerNorm over the last dim (biased variance), any leading dims, flattened to rows.
+
+Memory-bound: each element is read and written once when the row fits in registers, so the
+knobs are about keeping enough bytes in flight. VARIANT "single" holds a tile of
+ROWS x next_pow2(n_cols) in registers and computes the mean, then the variance of (x - mean)
+from the registers (two passes over registers, one over memory; never E[x^2] - E[x]^2, which
+cancels when the mean is large against the spread). Rows wider than BLOCK_SIZE do not fit, and
+"single" then falls back to the chunked loop. VARIANT "chunked" walks the row in BLOCK_SIZE
+chunks: the first sweep computes each chunk's mean and sum of squared deviations from registers
+and merges them into the row's running statistics (Chan et al.), the second sweep normalizes,
+so x is read twice. ROWS_PER_PROGRAM packs several narrow rows into one program (capped so the
+tile stays within BLOCK_SIZE elements), which matters for head-dim-wide rows. Statistics and
+the affine transform are fp32; the result is cast once to x's dtype.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "layernorm"
+BACKEND = "triton"
+# Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
+# BLOCK_SIZE: most elements one program holds in registers (columns x rows); also the chunk width.
+CONFIG = {"VARIANT": "single", "BLOCK_SIZE": 8192, "ROWS_PER_PROGRAM": 16, "num_warps": 8}
+# Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
+SEARCH_SPACE = {
+    "VARIANT": ["single", "chunked"],
+    "BLOCK_SIZE": [1024, 2048, 4096, 8192, 16384, 32768, 65536],
+    "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32, 64],
+    "num_warps": [2, 4, 8, 16, 32],
+}
+
+
+@triton.jit
+def _layernorm_kernel(
+    X_ptr,
+    W_ptr,
+    B_ptr,
+    Y_ptr,
+    X_row_stride,
+    Y_row_stride,
+    n_rows,
+    n_cols,
+    eps,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+    SINGLE: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    cols = tl.arange(0, BLOCK_N)
+    x_rows = X_ptr + rows[:, None] * X_row_stride
+    y_rows = Y_ptr + rows[:, None] * Y_row_stride
+
+    if SINGLE:
+        col_mask = cols < n_cols
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        mean = tl.sum(x, axis=1) / n_cols
+        xc = tl.where(mask, x - mean[:, None], 0.0)
+        var = tl.sum(xc * xc, axis=1) / n_cols
+        rstd = tl.rsqrt(var + eps)
+        w = tl.load(W_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        b = tl.load(B_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = xc * rstd[:, None] * w[None, :] + b[None, :]
+        tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Sweep 1: per-chunk (mean, M2) from registers, merged into the row's running pair.
+        mean = tl.zeros([ROWS], dtype=tl.float32)
+        m2 = tl.zeros([ROWS], dtype=tl.float32)
+        n_a = 0.0  # columns merged so far
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            mask = row_mask[:, None] & (c < n_cols)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            n_b = tl.minimum(n_cols - start, BLOCK_N).to(tl.float32)
+            chunk_mean = tl.sum(x, axis=1) / n_b
+            xc = tl.where(mask, x - chunk_mean[:, None], 0.0)
+            chunk_m2 = tl.sum(xc * xc, axis=1)
+            n_ab = n_a + n_b
+            delta = chunk_mean - mean
+            mean = mean + delta * (n_b / n_ab)
+            m2 = m2 + chunk_m2 + delta * delta * (n_a * n_b / n_ab)
+            n_a = n_ab
+        rstd = tl.rsqrt(m2 / n_cols + eps)
+        # Sweep 2: normalize, scale, shift.
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            col_mask = c < n_cols
+            mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
+            b = tl.load(B_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
+            y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(y_rows + c[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+
+
+def _prev_pow2(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def kernel_fn(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5
+) -> torch.Tensor:
+    n_cols = x.shape[-1]
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    x2 = x.reshape(-1, n_cols)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    y2 = out.view(-1, n_cols)
+    n_rows = x2.shape[0]
+
+    cap = _prev_pow2(CONFIG["BLOCK_SIZE"])
+    row_pow2 = triton.next_power_of_2(n_cols)
+    single = CONFIG["VARIANT"] == "single" and row_pow2 <= cap
+    block_n = min(row_pow2, cap)
+    rows = min(
+        _prev_pow2(CONFIG["ROWS_PER_PROGRAM"]),
+        max(1, cap // block_n),
+        triton.next_power_of_2(n_rows),
+    )
+    grid = (triton.cdiv(n_rows, rows),)
+    _layernorm_kernel[grid](
+        x2,
+        weight.contiguous(),
+        bias.contiguous(),
+        y2,
+        x2.stride(0),
+        y2.stride(0),
+        n_rows,
+        n_cols,
+        eps,
+        BLOCK_N=block_n,
+        ROWS=rows,
+        SINGLE=single,
+        num_warps=CONFIG["num_warps"],
+    )
+    return out

@@ -1,0 +1,127 @@
+"""Sum over the last dim with an fp32 accumulator; result in the input dtype, shape x.shape[:-1].
+
+Memory-bound: every byte of x is read once. Each program walks its rows in BLOCK_SIZE-column
+chunks, adding into an fp32 [ROWS, COLS] register tile with Kahan compensation (a few free flops
+per element), reduced across lanes once at the end in fp64, so a cancelling row keeps its digits
+whatever order the reduction takes. Narrow rows put several rows in one tile (at most
+ROWS_PER_PROGRAM, about BLOCK_SIZE elements per tile). VARIANT "rows" gives each row group one
+program; "split" additionally cuts long rows into column ranges when there are too few row
+groups to fill the GPU (e.g. 16 rows of 131072): each (rows, range) program writes an fp32
+partial sum, and the same kernel then sums the partials in a fixed order, so results stay
+bitwise reproducible (no atomics). With enough rows "split" launches exactly what "rows" does.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "reduce"
+BACKEND = "triton"
+# Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
+# BLOCK_SIZE: elements per tile (chunk width for wide rows, row-group size for narrow rows).
+CONFIG = {"VARIANT": "split", "BLOCK_SIZE": 4096, "ROWS_PER_PROGRAM": 16, "num_warps": 8}
+# Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
+SEARCH_SPACE = {
+    "VARIANT": ["rows", "split"],
+    "BLOCK_SIZE": [512, 1024, 2048, 4096, 8192, 16384],
+    "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32],
+    "num_warps": [1, 2, 4, 8, 16],
+}
+
+PROGRAMS_PER_SM = 4  # "split" cuts rows until about this many programs per SM are running
+CPU_PROGRAMS = 16  # the interpreter has no SMs; a small target still exercises the split path
+
+
+@triton.jit
+def _reduce_kernel(
+    X_ptr,
+    Y_ptr,
+    X_row_stride,
+    Y_row_stride,
+    n_rows,
+    n_cols,
+    cols_per_split,
+    BLOCK_COLS: tl.constexpr,
+    ROWS: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    x_row = X_ptr + rows[:, None] * X_row_stride
+    cols = tl.arange(0, BLOCK_COLS)[None, :]
+    col_begin = split * cols_per_split
+    col_end = tl.minimum(col_begin + cols_per_split, n_cols)
+    acc = tl.zeros([ROWS, BLOCK_COLS], tl.float32)
+    comp = tl.zeros([ROWS, BLOCK_COLS], tl.float32)  # Kahan compensation: the lost low bits
+    for start in tl.range(col_begin, col_end, BLOCK_COLS):
+        mask = row_mask[:, None] & (start + cols < col_end)
+        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        y = x - comp
+        t = acc + y
+        comp = (t - acc) - y
+        # Once acc is inf or NaN, comp would be NaN: keep the plain sum, as torch does.
+        comp = tl.where(comp == comp, comp, 0.0)
+        acc = t
+    # One fp64 tree across the lanes: its order differs between the GPU and the interpreter,
+    # and in fp32 a +-1000 alternating row loses the O(sqrt(n)) total to that order.
+    total = tl.sum(acc.to(tl.float64) - comp.to(tl.float64), axis=1).to(tl.float32)
+    tl.store(Y_ptr + rows * Y_row_stride + split, total.to(Y_ptr.dtype.element_ty), mask=row_mask)
+
+
+def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, cols_per_split: int):
+    """Sum each row of x2 (or each of its `splits` column ranges) into y."""
+    n_rows, n_cols = x2.shape
+    block_cols = min(CONFIG["BLOCK_SIZE"], triton.next_power_of_2(min(n_cols, cols_per_split)))
+    rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
+    rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
+    num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
+    _reduce_kernel[(triton.cdiv(n_rows, rows), splits)](
+        x2,
+        y,
+        x2.stride(0),
+        y_row_stride,
+        n_rows,
+        n_cols,
+        cols_per_split,
+        BLOCK_COLS=block_cols,
+        ROWS=rows,
+        num_warps=num_warps,
+    )
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    out_shape = x.shape[:-1]
+    n_cols = x.shape[-1]
+    if n_cols == 0:
+        return torch.zeros(out_shape, dtype=x.dtype, device=x.device)
+    y = torch.empty(out_shape, dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    x2 = x.reshape(-1, n_cols)
+    n_rows = x2.shape[0]
+
+    block_cols = min(CONFIG["BLOCK_SIZE"], triton.next_power_of_2(n_cols))
+    rows = min(max(1, CONFIG["BLOCK_SIZE"] // block_cols), CONFIG["ROWS_PER_PROGRAM"])
+    row_programs = triton.cdiv(n_rows, rows)
+    splits = 1
+    if CONFIG["VARIANT"] == "split":
+        if x.is_cuda:
+            sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+            target = PROGRAMS_PER_SM * sms
+        else:
+            target = CPU_PROGRAMS
+        if row_programs < target:
+            splits = min(triton.cdiv(n_cols, block_cols), triton.cdiv(target, row_programs))
+    if splits == 1:
+        _launch(x2, y, 1, 1, n_cols)
+        return y
+    # Whole chunks per range, then drop ranges that would be empty.
+    cols_per_split = triton.cdiv(triton.cdiv(n_cols, block_cols), splits) * block_cols
+    splits = triton.cdiv(n_cols, cols_per_split)
+    partial = torch.empty((n_rows, splits), dtype=torch.float32, device=x.device)
+    _launch(x2, partial, splits, splits, cols_per_split)
+    _launch(partial, y, 1, 1, splits)
+    return y

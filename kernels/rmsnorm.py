@@ -1,0 +1,118 @@
+"""RMSNorm over the last dim as LLaMA applies it, any leading dims, flattened to rows.
+
+y = x * rsqrt(mean(x^2) + eps) * weight, all in fp32 (x is squared only after the upcast, so
+|x| in the hundreds cannot overflow fp16), cast once to x's dtype. Memory-bound: each element
+is read and written once when the row fits in registers, so the knobs are about keeping enough
+bytes in flight. VARIANT "single" holds a tile of ROWS x next_pow2(n_cols) in registers; rows
+wider than BLOCK_SIZE do not fit, and "single" then falls back to the chunked loop. VARIANT
+"chunked" walks the row in BLOCK_SIZE chunks, accumulating x^2 elementwise in an fp32 tile and
+reducing it once, then sweeps again to scale (x is read twice). ROWS_PER_PROGRAM packs several
+narrow rows into one program (capped so the tile stays within BLOCK_SIZE elements), which
+matters for head-dim-wide rows (QK-norm).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "rmsnorm"
+BACKEND = "triton"
+# Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
+# BLOCK_SIZE: most elements one program holds in registers (columns x rows); also the chunk width.
+CONFIG = {"VARIANT": "single", "BLOCK_SIZE": 8192, "ROWS_PER_PROGRAM": 16, "num_warps": 8}
+# Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
+SEARCH_SPACE = {
+    "VARIANT": ["single", "chunked"],
+    "BLOCK_SIZE": [1024, 2048, 4096, 8192, 16384, 32768, 65536],
+    "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32, 64],
+    "num_warps": [2, 4, 8, 16, 32],
+}
+
+
+@triton.jit
+def _rmsnorm_kernel(
+    X_ptr,
+    W_ptr,
+    Y_ptr,
+    X_row_stride,
+    Y_row_stride,
+    n_rows,
+    n_cols,
+    eps,
+    BLOCK_N: tl.constexpr,
+    ROWS: tl.constexpr,
+    SINGLE: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    cols = tl.arange(0, BLOCK_N)
+    x_rows = X_ptr + rows[:, None] * X_row_stride
+    y_rows = Y_ptr + rows[:, None] * Y_row_stride
+
+    if SINGLE:
+        col_mask = cols < n_cols
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        w = tl.load(W_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = x * rstd[:, None] * w[None, :]
+        tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+    else:
+        acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            mask = row_mask[:, None] & (c < n_cols)[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = tl.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)
+        for start in range(0, n_cols, BLOCK_N):
+            c = start + cols
+            col_mask = c < n_cols
+            mask = row_mask[:, None] & col_mask[None, :]
+            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
+            w = tl.load(W_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
+            y = x * rstd[:, None] * w[None, :]
+            tl.store(y_rows + c[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+
+
+def _prev_pow2(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    n_cols = x.shape[-1]
+    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    x2 = x.reshape(-1, n_cols)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    y2 = out.view(-1, n_cols)
+    n_rows = x2.shape[0]
+
+    cap = _prev_pow2(CONFIG["BLOCK_SIZE"])
+    row_pow2 = triton.next_power_of_2(n_cols)
+    single = CONFIG["VARIANT"] == "single" and row_pow2 <= cap
+    block_n = min(row_pow2, cap)
+    rows = min(
+        _prev_pow2(CONFIG["ROWS_PER_PROGRAM"]),
+        max(1, cap // block_n),
+        triton.next_power_of_2(n_rows),
+    )
+    grid = (triton.cdiv(n_rows, rows),)
+    _rmsnorm_kernel[grid](
+        x2,
+        weight.contiguous(),
+        y2,
+        x2.stride(0),
+        y2.stride(0),
+        n_rows,
+        n_cols,
+        eps,
+        BLOCK_N=block_n,
+        ROWS=rows,
+        SINGLE=single,
+        num_warps=CONFIG["num_warps"],
+    )
+    return out
