@@ -1,0 +1,46 @@
+# expect: REJECTED static
+"""Planted cheat: launches the kernel on a side CUDA stream, so the timer's events on the
+current stream do not see the work.
+
+The static guard forbids naming streams at all (torch.cuda.Stream, .stream); this is rejected
+on any machine, before anything runs.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "softmax"
+
+
+@triton.jit
+def _softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    y = e / tl.sum(e, axis=0)
+    tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+SIDE = {}
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    n_cols = x.shape[-1]
+    x2 = x.reshape(-1, n_cols)
+    y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    if x.is_cuda:
+        if "s" not in SIDE:
+            SIDE["s"] = torch.cuda.Stream()  # CHEAT: work off the timed stream
+        with torch.cuda.stream(SIDE["s"]):
+            _softmax_kernel[(x2.shape[0],)](
+                x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols)
+            )
+    else:
+        _softmax_kernel[(x2.shape[0],)](
+            x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=triton.next_power_of_2(n_cols)
+        )
+    return y.view(x.shape)

@@ -1,0 +1,34 @@
+# expect: FAIL sweep
+"""Planted fault: the block width is hard-coded to the smoke size's 256 columns.
+
+Rows up to 256 columns are right (masks still use the real width), so the smoke test and the
+first sweep sizes pass; wider rows only get their first 256 columns normalized (over those 256
+alone) and the rest of the row is never written. The sweep's 8x1000 rows catch it.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "softmax"
+
+
+@triton.jit
+def _softmax_kernel(X, Y, stride_x, stride_y, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X + row * stride_x + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    m = tl.max(x, axis=0)
+    e = tl.exp(x - m)
+    y = e / tl.sum(e, axis=0)
+    tl.store(Y + row * stride_y + cols, y.to(Y.dtype.element_ty), mask=mask)
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    n_cols = x.shape[-1]
+    x2 = x.reshape(-1, n_cols)
+    y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    # BUG: tuned on the 4x256 smoke input; should be triton.next_power_of_2(n_cols)
+    _softmax_kernel[(x2.shape[0],)](x2, y, x2.stride(0), y.stride(0), n_cols, BLOCK=256)
+    return y.view(x.shape)
