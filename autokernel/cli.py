@@ -1,0 +1,131 @@
+"""The `autokernel` command line: thin commands over the library, errors turned into messages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
+from autokernel.harness.verdict import Status
+from autokernel.specs import SPECS, dtype_name, parse_dtype
+
+app = typer.Typer(
+    help="Make a PyTorch model's GPU kernels faster overnight: profile, optimize, verify.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+console = Console()
+err = Console(stderr=True)
+
+STARTERS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+@app.callback()
+def _root() -> None:
+    """autokernel: profile a model, optimize its kernels overnight, verify the result."""
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+@app.command()
+def bench(
+    file: Annotated[
+        Path | None, typer.Argument(help="Kernel file to evaluate (default: ./kernel.py).")
+    ] = None,
+    kernel: Annotated[
+        str | None,
+        typer.Option("--kernel", "-k", help="Evaluate the shipped starter of this kernel type."),
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option(help="Fewer sweep sizes, one benchmark size, no torch.compile.")
+    ] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the verdict JSON here.")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Wall-clock limit for the candidate, seconds.")
+    ] = DEFAULT_TIMEOUT_S,
+    seed: Annotated[int | None, typer.Option(help="Seed for the inputs (default: random).")] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Benchmark dtype (default bfloat16 on GPU, float32 on CPU).")
+    ] = None,
+    compile_baseline: Annotated[
+        bool, typer.Option("--compile/--no-compile", help="Time torch.compile as a baseline.")
+    ] = True,
+) -> None:
+    """Check a kernel in five stages (smoke, shape sweep, adversarial, determinism, odd sizes),
+    then time it against eager PyTorch and torch.compile. Runs in a sandboxed subprocess; on a
+    machine without CUDA it uses the Triton interpreter at small sizes. Exit code 0 only on PASS.
+    """
+    if kernel is not None:
+        if kernel not in SPECS:
+            raise fail(f"unknown kernel type {kernel!r}; choose one of: {', '.join(SPECS)}")
+        if file is not None:
+            raise fail("give a FILE or --kernel, not both")
+        file = STARTERS / f"{kernel}.py"
+    if dtype is not None:
+        try:
+            dtype = dtype_name(parse_dtype(dtype))
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    file = file or Path("kernel.py")
+    if not file.exists():
+        raise fail(
+            f"{file}: no such file. Pass a kernel file, or --kernel TYPE for a shipped starter "
+            f"({', '.join(SPECS)})."
+        )
+    opts = Options(
+        timeout_s=timeout, seed=seed, quick=quick, dtype=dtype,
+        compile_baseline=compile_baseline and not quick,
+    )  # fmt: skip
+    with console.status(f"evaluating {file} in a sandboxed worker…") as status:
+        try:
+            verdict = evaluate(
+                file, opts, on_phase=lambda p: status.update(f"evaluating {file}: {p}…")
+            )
+        except KernelFileError as exc:
+            raise fail(str(exc)) from None
+    from autokernel.render import verdict_view
+
+    console.print(verdict_view(verdict))
+    if json_out:
+        json_out.write_text(json.dumps(verdict.to_json(), indent=2))
+        console.print(f"verdict written to {json_out}", style="dim")
+    raise typer.Exit(0 if verdict.status is Status.PASS else 1)
+
+
+@app.command()
+def gpu(
+    measure: Annotated[
+        bool, typer.Option("--measure", help="Re-measure this machine's ceilings now.")
+    ] = False,
+) -> None:
+    """Print the GPU table (datasheet peaks), this machine's GPU, and its measured ceilings
+    (copy bandwidth, bf16 matmul rate; measured once and cached). % of peak uses the measured
+    ceiling when there is one."""
+    from autokernel import gpu as gpus
+    from autokernel.render import gpu_table, machine_view
+
+    console.print(gpu_table(gpus.table_rows()))
+    detected = gpus.detect()
+    ceilings = None
+    if detected is not None:
+        with console.status("measuring this GPU's copy bandwidth and matmul rate…"):
+            ceilings = gpus.load_or_measure(force=measure)
+    console.print(machine_view(detected, ceilings))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Rich renderings of verdicts and tables for the CLI (library code returns data; this draws it)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from autokernel.harness.verdict import Status, Verdict
+
+STATUS_STYLE = {
+    Status.PASS: "bold green",
+    Status.FAIL: "bold red",
+    Status.CRASH: "bold magenta",
+    Status.TIMEOUT: "bold yellow",
+    Status.REJECTED: "bold red",
+}
+
+
+def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "—" if x is None else f"{x:{spec}}{suffix}"
+
+
+def verdict_view(v: Verdict) -> Group:
+    head = Text.assemble(
+        (f"{v.status.value}", STATUS_STYLE[v.status]),
+        f"  {v.kernel_type}  {v.file}\n",
+        (f"device: {v.device or '?'}" + ("  (Triton interpreter)" if v.interpreter else ""), "dim"),
+        (f"  seed {v.seed}  harness {v.harness_s:.1f} s", "dim"),
+    )
+    parts: list = [head]
+    if v.stages:
+        stages = Table(title="correctness stages", title_justify="left")
+        for col in ("stage", "result", "checks", "worst (size, dtype)", "max abs err", "s"):
+            stages.add_column(col)
+        for s in v.stages:
+            style = {"PASS": "green", "FAIL": "red"}.get(s.status, "dim")
+            worst = f"{s.worst.size} {s.worst.dtype}" if s.worst else ""
+            err = f"{s.worst.max_abs_err:.2e}" if s.worst else ""
+            stages.add_row(
+                s.name, Text(s.status, style), str(s.checks), worst, err, f"{s.seconds:.2f}"
+            )
+        parts.append(stages)
+    if v.failure:
+        f = v.failure
+        where = " ".join(x for x in (f.stage, f.size, f.dtype) if x)
+        parts.append(Text.assemble(("failure ", "bold"), (f"[{where}] ", "bold"), f.message))
+    if v.timings:
+        t = Table(title=f"speed — {v.clock}", title_justify="left")
+        for col in ("size", "dtype", "µs", "±", "throughput", "% peak", "eager µs",
+                    "compile µs", "vs eager", "vs compile"):  # fmt: skip
+            t.add_column(col, justify="right")
+        for r in v.timings:
+            t.add_row(
+                r.size, r.dtype, f"{r.us:.1f}", f"{r.spread_us:.1f}",
+                f"{r.throughput:.1f} {r.unit}",
+                _fmt(r.pct_peak, ".1f", "%"), _fmt(r.eager_us, ".1f"), _fmt(r.compile_us, ".1f"),
+                _fmt(r.speedup_vs_eager, ".2f", "x"), _fmt(r.speedup_vs_compile, ".2f", "x"),
+            )  # fmt: skip
+        parts.append(t)
+    for g in v.guards:
+        parts.append(Text(f"note: {g}", "yellow"))
+    return Group(*parts)
+
+
+def gpu_table(rows: list[dict]) -> Table:
+    t = Table(title="GPU table (datasheet, dense)", title_justify="left")
+    for col in ("GPU", "arch", "memory GB", "GB/s", "bf16 TFLOPS", "fp32 TFLOPS", "SMs/CUs",
+                "L2 MB", "reported as"):  # fmt: skip
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(
+            r["name"], r["arch"], _fmt(r["memory_gb"], ".0f"), _fmt(r["mem_bandwidth_gbs"], ".0f"),
+            _fmt(r["bf16_tflops"], ".0f"), _fmt(r["fp32_tflops"], ".1f"), str(r["sm_count"]),
+            _fmt(r["l2_mb"], ".0f"), r["device_names"],
+        )  # fmt: skip
+    return t
+
+
+def machine_view(detected, ceilings) -> Text:
+    if detected is None:
+        return Text(
+            "this machine: no CUDA/ROCm GPU — kernels run in the Triton interpreter and timings "
+            "are CPU figures (no % of peak)",
+            "yellow",
+        )
+    text = Text.assemble(
+        ("this machine: ", "bold"), f"{detected.name} ({detected.source}: {detected.note})\n"
+    )
+    if ceilings is not None:
+        text.append(
+            f"measured ceilings: copy {ceilings.copy_gbs:.0f} GB/s, bf16 matmul "
+            f"{ceilings.matmul_tflops_bf16:.0f} TFLOPS (torch {ceilings.torch_version}, "
+            f"{ceilings.measured_at}); % of peak uses these"
+        )
+    return text
