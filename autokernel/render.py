@@ -46,16 +46,16 @@ def verdict_view(v: Verdict) -> Group:
         where = " ".join(x for x in (f.stage, f.size, f.dtype) if x)
         parts.append(Text.assemble(("failure ", "bold"), (f"[{where}] ", "bold"), f.message))
     if v.timings:
-        t = Table(title=f"speed — {v.clock}", title_justify="left")
-        for col in ("size", "dtype", "µs", "±", "throughput", "% peak", "eager µs",
-                    "compile µs", "vs eager", "vs compile"):  # fmt: skip
-            t.add_column(col, justify="right")
+        t = Table(title=f"speed — {v.clock}", title_justify="left", padding=(0, 1))
+        for col in ("size", "dtype", "µs", "±", "rate", "%peak", "eager", "compile", "×eager",
+                    "×compile"):  # fmt: skip
+            t.add_column(col, justify="right", no_wrap=col in ("size", "rate"))
         for r in v.timings:
             t.add_row(
-                r.size, r.dtype, f"{r.us:.1f}", f"{r.spread_us:.1f}",
-                f"{r.throughput:.1f} {r.unit}",
-                _fmt(r.pct_peak, ".1f", "%"), _fmt(r.eager_us, ".1f"), _fmt(r.compile_us, ".1f"),
-                _fmt(r.speedup_vs_eager, ".2f", "x"), _fmt(r.speedup_vs_compile, ".2f", "x"),
+                r.size, r.dtype.replace("float", "f").replace("bf", "bf"), f"{r.us:.4g}",
+                f"{r.spread_us:.2g}", f"{r.throughput:.4g} {r.unit}", _fmt(r.pct_peak, ".1f"),
+                _fmt(r.eager_us, ".4g"), _fmt(r.compile_us, ".4g"),
+                _fmt(r.speedup_vs_eager, ".2f"), _fmt(r.speedup_vs_compile, ".2f"),
             )  # fmt: skip
         parts.append(t)
     for g in v.guards:
