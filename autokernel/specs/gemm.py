@@ -10,8 +10,11 @@ from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randn
 
 
 def _matmul_inputs(size, dtype, gen, device):
+    # Activations of unit scale times weights of std 1/sqrt(K), as a linear layer initializes
+    # them: outputs are O(1). With unit-scale B, outputs of size sqrt(K) put the fp32 rounding
+    # of partial sums (seen: 4.9e-4 from cuBLAS at K=2048) above the 1e-4 fp32 tolerance.
     a = randn((size["M"], size["K"]), dtype, gen, device)
-    b = randn((size["K"], size["N"]), dtype, gen, device)
+    b = randn((size["K"], size["N"]), dtype, gen, device, scale=size["K"] ** -0.5)
     return a, b
 
 
@@ -104,6 +107,8 @@ MATMUL = KernelSpec(
             "row/column scales from 2^-6 to 2^4",
             {"M": 1024, "N": 1024, "K": 1024},
             {"M": 32, "N": 48, "K": 64},
+            # fp32 left out: near-zero outputs in rows scaled 2^4 carry rounding above 1e-4.
+            dtypes=(torch.float16, torch.bfloat16),
         ),
         Adversarial(
             "cancellation",
