@@ -1,14 +1,19 @@
 """Time a candidate that passed all five stages, and guard the timing against faked speed.
 
-Three guards live here because they need the timed buffers: re-validation (fresh values written
-into the very tensors that were timed, then checked: an output cached by address or by call
-count fails), hidden work (wall time far above the event-timed figure: work on a side stream),
-and plausibility (faster than the machine's measured ceiling: flagged, never kept).
+Four guards live here because they need the timed buffers: fresh data (calls timed with new
+values written into the very tensors that were timed must not be much slower than the timed
+figure: an output cached by address plus a few sampled values is fast only while nothing
+changes), re-validation (one of those calls, at a secret position, is checked: an output cached
+by address or by call count fails), hidden work (wall time far above the event-timed figure:
+work on a side stream), and plausibility (faster than the machine's measured ceiling: flagged,
+never kept).
 """
 
 from __future__ import annotations
 
 import math
+import secrets
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,13 +21,17 @@ import torch
 
 from autokernel.harness import baselines
 from autokernel.harness.stages import Evaluation, StageFailure, call_checked, to_float64
-from autokernel.harness.timing import measure, wall_per_call_us
+from autokernel.harness.timing import Measurement, measure, single_calls_us, wall_per_call_us
 from autokernel.harness.verdict import Check, Status, Timing
 from autokernel.specs import Size, dtype_name
 
 PLAUSIBLE_FRACTION = 1.10  # above 110 % of a measured ceiling, a figure is not believed
 HIDDEN_WORK_FACTOR = 3.0  # wall time this many times the event time...
 HIDDEN_WORK_SLACK_US = 200.0  # ...plus launch overheads counts as hidden work
+FRESH_CALLS = 5  # calls timed on new input values after the median was measured
+FRESH_FACTOR = 3.0  # their median above this many times the timed median...
+# ...plus this slack (GPU: a launch gap the flush failed to hide; CPU: interpreter noise) is a cache
+FRESH_SLACK_US = {True: 50.0, False: 2000.0}
 
 
 @dataclass(frozen=True)
@@ -44,11 +53,16 @@ def _reject(size: str, dtype: torch.dtype, message: str) -> StageFailure:
     )
 
 
-def _revalidate(ev: Evaluation, args: tuple, size: Size, dtype: torch.dtype) -> None:
-    fresh = ev.inputs(ev.spec.make_inputs, size, dtype, "revalidate", ev.spec.label(size))
+def _refill(ev: Evaluation, args: tuple, size: Size, dtype: torch.dtype, *key: object) -> None:
+    """Write new values, drawn from the spec under a new key, into the timed input buffers."""
+    fresh = ev.inputs(ev.spec.make_inputs, size, dtype, *key, ev.spec.label(size))
     for dst, src in zip(args, fresh, strict=True):
         if isinstance(dst, torch.Tensor):
             dst.copy_(src)
+
+
+def _revalidate(ev: Evaluation, args: tuple, size: Size, dtype: torch.dtype, attempt: int) -> None:
+    _refill(ev, args, size, dtype, "revalidate", attempt)
     expected = ev.spec.reference(*to_float64(args))
     try:
         call_checked(ev, "benchmark", ev.spec.label(size), dtype, args, expected)
@@ -60,6 +74,39 @@ def _revalidate(ev: Evaluation, args: tuple, size: Size, dtype: torch.dtype) -> 
                 f"output did not follow them (cached output?): {failure.check.message}"
             )
         raise
+
+
+def _fresh_data(
+    ev: Evaluation, fn: Callable[[], object], args: tuple, size: Size, dtype: torch.dtype,
+    m: Measurement,
+) -> Measurement:  # fmt: skip
+    """Time calls on new values in the timed buffers and return the figure to report.
+
+    An honest kernel takes as long on new values as on the unchanged ones the timed loop re-uses.
+    The re-validation is one more call at a secret position among these, so a cache that serves
+    stale output on some value changes cannot tell which one is judged. A slow first try is
+    looked at again against a median measured now (a shared CPU may have slowed down), and that
+    median is what gets reported: slowing down on purpose for the second look gains nothing."""
+    slack = FRESH_SLACK_US[ev.on_gpu]
+    for attempt in range(2):
+        check_at = secrets.randbelow(FRESH_CALLS)
+
+        def before(i: int, attempt: int = attempt, check_at: int = check_at) -> None:
+            if i == check_at:
+                _revalidate(ev, args, size, dtype, attempt)
+            _refill(ev, args, size, dtype, "fresh", attempt, i)
+
+        fresh_us = statistics.median(single_calls_us(fn, before, ev.on_gpu, FRESH_CALLS))
+        if fresh_us <= FRESH_FACTOR * m.median_us + slack:
+            return m
+        if attempt == 0:
+            m = measure(fn, ev.on_gpu)
+    raise _reject(
+        ev.spec.label(size), dtype,
+        "the kernel is much slower when its input values change between calls (output "
+        f"cached?): {fresh_us:.1f} us per call on new values vs {m.median_us:.1f} us timed on "
+        f"unchanged ones (limit {FRESH_FACTOR:g}x + {slack:g} us)",
+    )  # fmt: skip
 
 
 def time_candidate(
@@ -82,7 +129,7 @@ def time_candidate(
                     f"wall time {wall:.1f} us per call vs {m.median_us:.1f} us on the current "
                     "stream's events: work is running outside the timed stream",
                 )  # fmt: skip
-        _revalidate(ev, args, size, dtype)
+        m = _fresh_data(ev, fn, args, size, dtype, m)
         timings.append(_timing(ev, size, dtype, m.median_us, m.spread_us, peaks, with_compile))
         t = timings[-1]
         if t.pct_peak is not None and t.pct_peak > 100 * PLAUSIBLE_FRACTION:

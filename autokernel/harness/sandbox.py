@@ -1,4 +1,5 @@
-"""Run one evaluation in a fresh subprocess with a hard wall-clock limit.
+"""Run one evaluation (or one interleaved comparison of two kernels) in a fresh subprocess
+with a hard wall-clock limit.
 
 The parent never imports candidate code: it reads kernel.py's syntax tree for the static guard
 and KERNEL_TYPE, then starts the worker in a new process group and kills the whole group when
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autokernel.harness.guards import check_source, literal_assignment
+from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.specs import SPECS, Size
 
@@ -114,16 +116,10 @@ def evaluate(
         return early
     with tempfile.TemporaryDirectory(prefix="autokernel-eval-") as tmp:
         work = Path(tmp)
-        nonce = secrets.token_hex(16)
-        req = {
-            "file": str(path), "kernel_type": kernel_type,
-            "seed": opts.seed if opts.seed is not None else secrets.randbelow(2**31),
-            "quick": opts.quick, "timing": opts.timing, "compile_baseline": opts.compile_baseline,
-            "dtype": opts.dtype, "extra_sizes": opts.extra_sizes, "guards": opts.guards,
-            "force_cpu": opts.force_cpu, "nonce": nonce,
-            "progress": str(work / "progress"), "verdict": str(work / "verdict.json"),
-        }  # fmt: skip
-        verdict = _run_worker(req, work, opts.timeout_s, on_phase or (lambda p: None))
+        req = _request(work, opts, file=str(path), kernel_type=kernel_type,
+                       timing=opts.timing, compile_baseline=opts.compile_baseline)  # fmt: skip
+        out = _run_worker(req, work, opts.timeout_s, on_phase or (lambda p: None))
+        verdict = _verdict(out, opts.timeout_s)
         verdict.file = str(path)
         verdict.kernel_type = verdict.kernel_type or kernel_type
         verdict.seed = req["seed"]
@@ -134,9 +130,65 @@ def evaluate(
         return verdict
 
 
+def compare(
+    best: Path,
+    candidate: Path,
+    opts: Options | None = None,
+    rounds: int = ROUNDS,
+    on_phase: Callable[[str], None] | None = None,
+) -> Comparison:
+    """Time two kernel files that both passed, interleaved in one worker, at the benchmark sizes
+    plus opts.extra_sizes. Never raises for the kernels' faults: a wrong output, crash or
+    timeout comes back as Comparison.error. KernelFileError when a file cannot be read."""
+    opts = opts or Options()
+    t0 = time.perf_counter()
+    paths = [Path(best).resolve(), Path(candidate).resolve()]
+    kinds = []
+    for role, path in zip(ROLES, paths, strict=True):
+        early, kind = _static(path, opts)
+        if early:
+            error = f"{role} kernel: {early.message}"
+            return Comparison(error=error, harness_s=time.perf_counter() - t0)
+        kinds.append(kind)
+    if kinds[0] != kinds[1]:
+        return Comparison(error=f"kernel types differ: best {kinds[0]}, candidate {kinds[1]}")
+    with tempfile.TemporaryDirectory(prefix="autokernel-compare-") as tmp:
+        work = Path(tmp)
+        req = _request(work, opts, mode="compare", files=[str(p) for p in paths],
+                       kernel_type=kinds[0], rounds=rounds)  # fmt: skip
+        out = _run_worker(req, work, opts.timeout_s, on_phase or (lambda p: None))
+    if out.data is not None:
+        result = Comparison.from_json(out.data)
+    else:
+        result = Comparison(error=_verdict(out, opts.timeout_s).message)
+    result.harness_s = time.perf_counter() - t0
+    return result
+
+
+def _request(work: Path, opts: Options, **fields: object) -> dict:
+    return {
+        "seed": opts.seed if opts.seed is not None else secrets.randbelow(2**31),
+        "quick": opts.quick, "dtype": opts.dtype, "extra_sizes": opts.extra_sizes,
+        "guards": opts.guards, "force_cpu": opts.force_cpu, "nonce": secrets.token_hex(16),
+        "progress": str(work / "progress"), "verdict": str(work / "verdict.json"), **fields,
+    }  # fmt: skip
+
+
+@dataclass
+class _Outcome:
+    """What came back from one worker run."""
+
+    data: dict | None  # the worker's result JSON, its nonce checked; None when it gave none
+    phase: str  # the phase it was last in
+    timed_out: bool = False
+    returncode: int = 0
+    stderr: str = ""
+
+
 def _run_worker(
     req: dict, work: Path, timeout_s: float, on_phase: Callable[[str], None]
-) -> Verdict:
+) -> _Outcome:
+    result = Path(req["verdict"])
     stdout = (work / "stdout").open("w")
     stderr = (work / "stderr").open("w")
     proc = subprocess.Popen(
@@ -154,7 +206,7 @@ def _run_worker(
         last_phase = ""
         while proc.poll() is None:
             time.sleep(POLL_S)
-            if (work / "verdict.json").exists():
+            if result.exists():
                 break  # written atomically and final: don't wait for torch's slow teardown
             phase = _read(progress)
             if phase != last_phase:
@@ -167,13 +219,7 @@ def _run_worker(
             over_all = now - start > timeout_s + BASELINE_ALLOWANCE_S
             if over_candidate or over_all:
                 _kill_group(proc)
-                where = phase or "start-up"
-                return Verdict(
-                    status=Status.TIMEOUT, message=f"TIMEOUT in {where}: no verdict after "
-                    f"{timeout_s:g} s; the process group was killed",
-                    failure=Check(where, "", "", False, f"killed after {timeout_s:g} s in {where}"),
-                    stderr_tail=_tail(work / "stderr"),
-                )  # fmt: skip
+                return _Outcome(None, phase or "start-up", True, stderr=_tail(work / "stderr"))
     except BaseException:  # Ctrl-C in the parent: leave no orphan holding the GPU
         _kill_group(proc)
         raise
@@ -181,31 +227,40 @@ def _run_worker(
         stdout.close()
         stderr.close()
     _kill_group(proc)  # reap anything the candidate left running in the group
-    return _collect(proc.returncode or 0, work, req["nonce"])
-
-
-def _collect(returncode: int, work: Path, nonce: str) -> Verdict:
-    stderr = _tail(work / "stderr")
     try:
-        data = json.loads((work / "verdict.json").read_text())
+        data = json.loads(result.read_text())
     except (OSError, ValueError):
         data = None
-    if data is not None and data.pop("nonce", None) == nonce:
-        verdict = Verdict.from_json(data)
-        verdict.stderr_tail = stderr if verdict.status is not Status.PASS else ""
+    if data is not None and data.pop("nonce", None) != req["nonce"]:
+        data = None
+    phase = _read(progress) or "start-up"
+    return _Outcome(data, phase, False, proc.returncode or 0, _tail(work / "stderr"))
+
+
+def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
+    if out.timed_out:
+        where = out.phase
+        return Verdict(
+            status=Status.TIMEOUT, message=f"TIMEOUT in {where}: no verdict after "
+            f"{timeout_s:g} s; the process group was killed",
+            failure=Check(where, "", "", False, f"killed after {timeout_s:g} s in {where}"),
+            stderr_tail=out.stderr,
+        )  # fmt: skip
+    if out.data is not None:
+        verdict = Verdict.from_json(out.data)
+        verdict.stderr_tail = out.stderr if verdict.status is not Status.PASS else ""
         return verdict
-    phase = _read(work / "progress") or "start-up"
-    if returncode < 0:
-        name = signal.Signals(-returncode).name
+    if out.returncode < 0:
+        name = signal.Signals(-out.returncode).name
         what = f"killed by {name}" + (" (segmentation fault)" if name == "SIGSEGV" else "")
     else:
-        what = f"exited with code {returncode} without a verdict"
-    if "illegal memory access" in stderr:
+        what = f"exited with code {out.returncode} without a verdict"
+    if "illegal memory access" in out.stderr:
         what += ": illegal memory access"
     return Verdict(
-        status=Status.CRASH, message=f"CRASH in {phase}: worker {what}",
-        failure=Check(phase, "", "", False, f"worker {what}\n{stderr[-2000:]}"),
-        stderr_tail=stderr,
+        status=Status.CRASH, message=f"CRASH in {out.phase}: worker {what}",
+        failure=Check(out.phase, "", "", False, f"worker {what}\n{out.stderr[-2000:]}"),
+        stderr_tail=out.stderr,
     )  # fmt: skip
 
 

@@ -19,6 +19,7 @@ REP_MS = 100
 CPU_BUDGET_S = 0.5  # CPU: stop repeating after this much time...
 CPU_MIN_REPS = 3  # ...but never with fewer samples than this
 CPU_MAX_REPS = 50
+L2_FLUSH_BYTES = 256 * 1024 * 1024  # what do_bench zeroes before each repetition
 
 CUDA_CLOCK = "cuda do_bench median (L2 flushed)"
 CPU_CLOCK = "CPU perf_counter median (Triton interpreter: not a GPU figure)"
@@ -72,3 +73,34 @@ def wall_per_call_us(fn: Callable[[], object], on_gpu: bool, calls: int = 20) ->
     if on_gpu:
         torch.cuda.synchronize()
     return (time.perf_counter() - t0) / calls * 1e6
+
+
+def single_calls_us(
+    fn: Callable[[], object], before: Callable[[int], None], on_gpu: bool, calls: int
+) -> list[float]:
+    """Time `calls` single calls of fn, each after before(i) (e.g. new input values) ran outside
+    the timed region. CUDA: events on the current stream around each call, after an L2 flush as
+    do_bench does, so a figure is comparable with `measure`; the flush (and before's own GPU work)
+    keeps the GPU busy while the host launches fn, so launch latency stays hidden as it does in
+    do_bench's loop. CPU: perf_counter around each call."""
+    times: list[float] = []
+    if not on_gpu:
+        for i in range(calls):
+            before(i)
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e6)
+        return times
+    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        for _ in range(calls)
+    ]
+    for i, (start, end) in enumerate(events):
+        before(i)
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return [start.elapsed_time(end) * 1e3 for start, end in events]

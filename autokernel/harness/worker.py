@@ -1,8 +1,9 @@
 """The evaluation worker: the only process that imports candidate code.
 
 Started by the sandbox with the request on stdin; writes a progress file (the stage it is in,
-so a timeout can say where it hung) and the verdict JSON. Baselines and ceilings are measured
-before the candidate is imported, so nothing the candidate does can change them.
+so a timeout can say where it hung) and the result JSON: a verdict, or with "mode": "compare" a
+Comparison of two kernel files timed interleaved. Baselines and ceilings are measured before the
+candidate is imported, so nothing the candidate does can change them.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ class Progress:
         self.path.write_text(phase)
 
 
-def _load_candidate(path: Path):
-    spec = importlib.util.spec_from_file_location("autokernel_candidate", path)
+def _load_candidate(path: Path, name: str = "autokernel_candidate"):
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)
@@ -74,6 +75,22 @@ def _peaks(device, spec, dtype):
     ), info
 
 
+def _setting(req: dict[str, Any]):
+    """Device, spec and benchmark dtype of the request."""
+    import torch
+
+    from autokernel.specs import get_spec, parse_dtype
+
+    on_gpu = torch.cuda.is_available() and not req.get("force_cpu")
+    if not on_gpu:
+        os.environ["TRITON_INTERPRET"] = "1"  # before triton or the candidate is imported
+    spec = get_spec(req["kernel_type"])
+    dtype = parse_dtype(req["dtype"]) if req.get("dtype") else (
+        spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu
+    )  # fmt: skip
+    return torch.device("cuda" if on_gpu else "cpu"), spec, dtype
+
+
 def evaluate(req: dict[str, Any], progress: Progress) -> Any:
     import torch
 
@@ -82,17 +99,10 @@ def evaluate(req: dict[str, Any], progress: Progress) -> Any:
     from autokernel.harness.stages import Evaluation, StageFailure, run_stages
     from autokernel.harness.timing import clock_name
     from autokernel.harness.verdict import Check, Status, Verdict
-    from autokernel.specs import get_spec, parse_dtype
 
-    on_gpu = torch.cuda.is_available() and not req.get("force_cpu")
-    if not on_gpu:
-        os.environ["TRITON_INTERPRET"] = "1"  # before triton or the candidate is imported
-    device = torch.device("cuda" if on_gpu else "cpu")
-    spec = get_spec(req["kernel_type"])
+    device, spec, dtype = _setting(req)
+    on_gpu = device.type == "cuda"
     seed = int(req["seed"])
-    dtype = parse_dtype(req["dtype"]) if req.get("dtype") else (
-        spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu
-    )  # fmt: skip
     extra = tuple(req.get("extra_sizes") or ())
     verdict = Verdict(
         status=Status.PASS, kernel_type=spec.name, file=req["file"], seed=seed,
@@ -159,16 +169,46 @@ def evaluate(req: dict[str, Any], progress: Progress) -> Any:
     return verdict
 
 
+def compare(req: dict[str, Any], progress: Progress) -> Any:
+    """Both files (best, candidate) imported side by side, then timed interleaved."""
+    import torch
+
+    from autokernel.harness.benchmark import bench_sizes
+    from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
+    from autokernel.harness.stages import Evaluation
+
+    device, spec, dtype = _setting(req)
+    stream_uses = _install_stream_guard(torch) if device.type == "cuda" else []
+    progress("import")
+    evs = []
+    for i, (role, file) in enumerate(zip(ROLES, req["files"], strict=True)):
+        try:
+            module = _load_candidate(Path(file), f"autokernel_{role}_{i}")
+            kernel_fn = getattr(module, "kernel_fn", None)
+            if not callable(kernel_fn):
+                raise AttributeError("kernel.py defines no callable kernel_fn")
+        except BaseException as exc:
+            return Comparison(error=f"{role} kernel: import failed: {type(exc).__name__}: {exc}")
+        evs.append(Evaluation(
+            spec, kernel_fn, device, int(req["seed"]), tuple(req.get("extra_sizes") or ()),
+            bool(req.get("quick")), req.get("guards", True),
+        ))  # fmt: skip
+    result = compare_kernels(evs[0], evs[1], bench_sizes(evs[0]), dtype, req["rounds"], progress)
+    if stream_uses and not result.error:
+        result.error = f"a kernel used {', '.join(sorted(set(stream_uses)))}"
+    return result
+
+
 def main() -> int:
     progress = Progress(Path(sys.argv[1]), T_START)
     req = json.loads(sys.stdin.read())
     out = Path(req["verdict"])
     nonce = req.pop("nonce")
-    verdict = evaluate(req, progress)
+    result = compare(req, progress) if req.get("mode") == "compare" else evaluate(req, progress)
     progress("done")
-    verdict.harness_s = time.perf_counter() - T_START
-    verdict.phase_s = {k: round(v, 3) for k, v in progress.seconds.items()}
-    data = verdict.to_json()
+    result.harness_s = time.perf_counter() - T_START
+    result.phase_s = {k: round(v, 3) for k, v in progress.seconds.items()}
+    data = result.to_json()
     data["nonce"] = nonce
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2))

@@ -1,0 +1,92 @@
+"""Interleaved comparison of two kernels (the loop's keep rule): a copy ties, a slowed copy
+loses, a wrong or hanging candidate comes back as an error, never an exception."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from autokernel.harness.interleave import Comparison, relative_half_spread
+from autokernel.harness.sandbox import Options, compare
+
+STARTER = Path(__file__).parents[1] / "kernels" / "softmax.py"
+ROUNDS = 3  # enough for a median under the interpreter; the loop uses the default 5
+HANG_TIMEOUT_S = 5.0
+SLACK_S = 30.0  # start-up of the worker and torch, on a busy two-core machine
+
+
+def variant(tmp_path: Path, name: str, tail: str = "", replace: tuple[str, str] = ("", "")) -> Path:
+    source = STARTER.read_text()
+    if replace[0]:
+        assert replace[0] in source, "the starter changed: update this test's edit"
+        source = source.replace(*replace)
+    path = tmp_path / f"{name}.py"
+    path.write_text(source + tail)
+    return path
+
+
+@pytest.fixture(scope="module")
+def same(tmp_path_factory) -> Comparison:
+    tmp = tmp_path_factory.mktemp("same")
+    return compare(variant(tmp, "best"), variant(tmp, "candidate"), Options(seed=1), ROUNDS)
+
+
+def test_a_copy_ties(same):
+    assert same.error is None, same.error
+    assert 0.5 < same.ratio < 2.0
+    assert same.noise >= 0.0 and same.harness_s > 0
+    [size] = same.sizes  # the CPU benchmark size of softmax
+    assert size["size"] == "64x1024" and len(size["rounds_us"]) == ROUNDS
+    assert size["best_us"] > 0 and size["candidate_us"] > 0
+
+
+def test_comparison_round_trips_through_json(same):
+    assert Comparison.from_json(same.to_json()) == same
+
+
+def test_a_candidate_doing_its_work_four_times_loses(tmp_path):
+    slow = variant(
+        tmp_path,
+        "slow",
+        "\n\n_once = kernel_fn\n\n\ndef kernel_fn(x):\n"
+        "    for _ in range(3):\n        _once(x)\n    return _once(x)\n",
+    )
+    c = compare(variant(tmp_path, "best"), slow, Options(seed=2), ROUNDS)
+    assert c.error is None, c.error
+    assert c.ratio < 0.6, f"4x the work measured as ratio {c.ratio:.2f}"
+
+
+def test_a_wrong_candidate_is_an_error(tmp_path):
+    wrong = variant(
+        tmp_path,
+        "wrong",
+        replace=("e * (1.0 / tl.sum(e, axis=1))", "e * (1.5 / tl.sum(e, axis=1))"),
+    )
+    c = compare(variant(tmp_path, "best"), wrong, Options(seed=3), ROUNDS)
+    assert c.error and c.error.startswith("candidate kernel: FAIL at 64x1024"), c.error
+    assert not c.sizes
+
+
+def test_a_hanging_candidate_is_an_error_within_the_timeout(tmp_path):
+    hang = variant(tmp_path, "hang", "\n\ndef kernel_fn(x):\n    while True:\n        pass\n")
+    t0 = time.monotonic()
+    c = compare(variant(tmp_path, "best"), hang, Options(seed=4, timeout_s=HANG_TIMEOUT_S))
+    assert c.error and c.error.startswith("TIMEOUT in compare 64x1024"), c.error
+    assert time.monotonic() - t0 < HANG_TIMEOUT_S + SLACK_S
+
+
+def test_a_statically_rejected_candidate_starts_no_process(tmp_path):
+    bad = variant(tmp_path, "bad", "\n\nimport subprocess\n")
+    t0 = time.perf_counter()
+    c = compare(variant(tmp_path, "best"), bad)
+    assert c.error and c.error.startswith("candidate kernel: REJECTED in static"), c.error
+    assert time.perf_counter() - t0 < 2.0
+
+
+def test_noise_is_the_relative_half_p20_p80_spread():
+    assert relative_half_spread([1.0]) == 0.0
+    assert relative_half_spread([1.0] * 5) == 0.0
+    spread = relative_half_spread([0.9, 0.95, 1.0, 1.05, 1.1])
+    assert 0.05 < spread < 0.1
