@@ -1,0 +1,176 @@
+"""results.tsv: one row per experiment, appended and fsynced, the only writer of the file.
+
+The file is untracked, so reverts never lose rows, and it must survive a crash at any moment:
+each row is one `os.write` on an O_APPEND descriptor followed by fsync, and a torn last line
+left by a crash is cut off before this process appends its first row. Every field is non-empty
+("-" for none) so `column -t -s$'\\t' results.tsv` keeps the columns aligned.
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+COLUMNS = (
+    "experiment",
+    "commit",
+    "target",
+    "kernel_type",
+    "status",
+    "correctness",
+    "latency_us",
+    "throughput",
+    "unit",
+    "pct_peak",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "harness_s",
+    "agent",
+    "tokens",
+    "description",
+)
+STATUSES = ("keep", "revert", "fail", "crash", "timeout", "rejected")
+REQUIRED = ("experiment", "status", "target")
+EMPTY = "-"
+SIGNIFICANT_DIGITS = 5  # timings vary run to run by far more than 1e-5
+HEADER = "\t".join(COLUMNS) + "\n"
+_BREAKS = re.compile(r"[^\S ]")  # any whitespace but a plain space: tabs, newlines, \r, ...
+_TAIL_CHUNK = 4096  # bytes read at a time when looking back for the last newline
+
+
+def _format_float(value: float) -> str:
+    """Five significant digits, but whole numbers past that in full rather than as 1.2346e+05."""
+    if not math.isfinite(value):
+        return str(value)  # nan, inf, -inf
+    if abs(value) >= 10**SIGNIFICANT_DIGITS:
+        return str(round(value))
+    return f"{value:.{SIGNIFICANT_DIGITS}g}"
+
+
+def format_value(value: object) -> str:
+    """One field: None → "-", floats rounded, no tabs or newlines, never empty."""
+    if value is None:
+        return EMPTY
+    value = getattr(value, "value", value)  # an Enum member stands for its value
+    if isinstance(value, float):
+        text = _format_float(value)
+    else:
+        text = str(value)
+    text = _BREAKS.sub(" ", text).strip()
+    return text or EMPTY
+
+
+def format_row(row: Mapping[str, object]) -> str:
+    """Validate a row and render it as one tab-separated line ending in a newline."""
+    unknown = sorted(set(row) - set(COLUMNS))
+    if unknown:
+        raise ValueError(f"unknown results column(s): {', '.join(unknown)}")
+    missing = [key for key in REQUIRED if row.get(key) is None]
+    if missing:
+        raise ValueError(f"missing required results column(s): {', '.join(missing)}")
+    experiment = row["experiment"]
+    if isinstance(experiment, bool) or not isinstance(experiment, int) or experiment < 0:
+        raise ValueError(f"experiment must be a non-negative int, got {experiment!r}")
+    status = format_value(row["status"])
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
+    fields = [format_value(row.get(key)) for key in COLUMNS]
+    fields[COLUMNS.index("status")] = status
+    return "\t".join(fields) + "\n"
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a torn last line (no final newline: a crash mid-write) back to the last newline."""
+    try:
+        fd = os.open(path, os.O_RDWR)
+    except FileNotFoundError:
+        return
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return
+        end = size
+        keep = 0  # no newline at all: even the header was torn, so start the file over
+        while end > 0:
+            start = max(0, end - _TAIL_CHUNK)
+            chunk = os.pread(fd, end - start, start)
+            cut = chunk.rfind(b"\n")
+            if cut >= 0:
+                keep = start + cut + 1
+                break
+            end = start
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class ResultsLog:
+    """Appends and reads results.tsv; one instance per process is the file's only writer."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._tail_checked = False
+
+    def append(self, row: Mapping[str, object]) -> None:
+        """Append one row durably; ValueError for a bad row, OSError (disk full...) unchanged.
+
+        After a failed write the tail is checked again, so the caller may simply retry.
+        """
+        line = format_row(row)
+        if not self._tail_checked:
+            _repair_tail(self.path)
+            self._tail_checked = True
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                data = ((HEADER if os.fstat(fd).st_size == 0 else "") + line).encode("utf-8")
+                written = os.write(fd, data)
+                if written != len(data):
+                    raise OSError(errno.ENOSPC, f"short write to {self.path}")
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            self._tail_checked = False  # a partial line may be on disk: cut it before a retry
+            raise
+
+    def read(self) -> list[dict[str, str]]:
+        """All complete rows, oldest first; [] when the file does not exist yet.
+
+        The header line names the fields; a torn last line and lines with the wrong number of
+        fields are skipped.
+        """
+        try:
+            text = self.path.read_bytes().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return []
+        lines = text.split("\n")
+        lines.pop()  # after the last newline: "" or a torn line
+        if not lines:
+            return []
+        header = lines[0].split("\t")
+        rows = []
+        for line in lines[1:]:
+            fields = line.split("\t")
+            if len(fields) == len(header) and fields != header:
+                rows.append(dict(zip(header, fields, strict=True)))
+        return rows
+
+    def experiments(self) -> set[int]:
+        """Experiment numbers recorded so far."""
+        numbers = set()
+        for row in self.read():
+            try:
+                numbers.add(int(row.get("experiment", "")))
+            except ValueError:
+                continue
+        return numbers
+
+    def last_experiment(self) -> int | None:
+        """Highest experiment number recorded, or None for an empty log."""
+        return max(self.experiments(), default=None)
