@@ -1,0 +1,135 @@
+"""Make the agent the user asked for, failing at start (not at 2 a.m.) when it cannot work.
+
+Settings come from the CLI's arguments first, then autokernel.yaml; API keys from the
+environment first, then autokernel.yaml. Keys are handed to the provider and to the agent's
+redaction list, never written into os.environ.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import yaml
+
+from autokernel.agents.base import Agent, AgentError
+
+KINDS = ("tuner", "openai", "anthropic", "command")
+SETTINGS_FILE = "autokernel.yaml"
+DEFAULT_TIMEOUT_S = 600.0  # one completion; a long reasoning reply can take minutes
+ANTHROPIC_MAX_TOKENS = 16_000  # a whole kernel.py plus reasoning, well inside every model's cap
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+NO_KEY = "no-key-needed"  # local servers ignore the key, but the SDK insists on one
+MODEL_EXAMPLES = {"openai": "gpt-5", "anthropic": "claude-sonnet-4-5"}
+
+
+def load_settings(path: Path) -> dict[str, Any]:
+    """The mapping in autokernel.yaml (`path` is the file or its folder); {} if there is none."""
+    if path.is_dir():
+        path = path / SETTINGS_FILE
+    if not path.exists():
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(e, "problem", None) or str(e)
+        raise AgentError(f"{where}: not valid YAML: {problem}") from None
+    except OSError as e:
+        raise AgentError(f"cannot read {path}: {e.strerror}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise AgentError(f"{path}:1: expected `key: value` lines, found a {type(data).__name__}")
+    return data
+
+
+def make_agent(
+    kind: str,
+    *,
+    llm_model: str | None,
+    base_url: str | None,
+    agent_command: str | None,
+    settings: dict[str, Any],
+    on_wait: Callable[[str], None],
+    stop: Callable[[], bool],
+) -> Agent:
+    """The agent of `kind`, with everything it needs checked now."""
+    if kind == "tuner":
+        from autokernel.agents.tuner import Tuner
+
+        return Tuner()
+    if kind not in KINDS:
+        raise AgentError(f"unknown agent {kind!r}; choose one of: {', '.join(KINDS)}")
+
+    from autokernel.agents.llm import LLMAgent
+    from autokernel.agents.providers import AnthropicProvider, CommandProvider, OpenAIProvider
+
+    timeout_s = _timeout(settings)
+    if kind == "command":
+        command = agent_command or _setting(settings, "agent_command")
+        if not command:
+            raise AgentError(
+                "the command agent needs a program to run: --agent-command 'my-agent --flag' "
+                "(or agent_command: in autokernel.yaml); it reads the prompt on stdin and "
+                "writes its reply on stdout"
+            )
+        provider = CommandProvider(command, timeout_s)
+        name = f"command:{os.path.basename(provider.argv[0])}"
+        return LLMAgent(provider, name, on_wait=on_wait, stop=stop)
+
+    base_url = base_url or _setting(settings, "base_url")
+    key = _api_key(kind, settings)
+    secrets = [key] if key else []
+    if not key:
+        if kind == "openai" and _is_local(base_url or os.environ.get("OPENAI_BASE_URL")):
+            key = NO_KEY
+        else:
+            env = f"{kind.upper()}_API_KEY"
+            raise AgentError(f"set {env} or {kind}_api_key in {SETTINGS_FILE}")
+    model = llm_model or _setting(settings, "llm_model")
+    if not model:
+        raise AgentError(
+            f"choose a model: --llm-model {MODEL_EXAMPLES[kind]} "
+            f"(or llm_model: {MODEL_EXAMPLES[kind]} in {SETTINGS_FILE})"
+        )
+    if kind == "openai":
+        provider = OpenAIProvider(model, key, base_url, timeout_s)
+    else:
+        provider = AnthropicProvider(model, key, base_url, timeout_s, ANTHROPIC_MAX_TOKENS)
+    return LLMAgent(provider, f"{kind}:{model}", on_wait=on_wait, stop=stop, secrets=secrets)
+
+
+def _api_key(kind: str, settings: dict[str, Any]) -> str | None:
+    return (
+        os.environ.get(f"{kind.upper()}_API_KEY")
+        or _setting(settings, f"{kind}_api_key")
+        or _setting(settings, "api_key")
+    )
+
+
+def _setting(settings: dict[str, Any], key: str) -> str | None:
+    value = settings.get(key)
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise AgentError(f"{key} in {SETTINGS_FILE} must be a string")  # the value may be a key
+    return value
+
+
+def _timeout(settings: dict[str, Any]) -> float:
+    value = settings.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise AgentError(f"timeout_s in {SETTINGS_FILE} must be a positive number of seconds")
+    return float(value)
+
+
+def _is_local(url: str | None) -> bool:
+    if not url:
+        return False
+    host = urlparse(url if "//" in url else f"//{url}").hostname
+    return host in LOCAL_HOSTS

@@ -1,0 +1,168 @@
+"""Parsing LLM replies: whole files, SEARCH/REPLACE edits, hypotheses, and every error the LLM
+gets back."""
+
+from __future__ import annotations
+
+import pytest
+
+from autokernel.agents.replies import NO_HYPOTHESIS, ReplyError, extract_hypothesis, parse_reply
+
+CURRENT = '''"""Row softmax."""
+
+import torch
+
+KERNEL_TYPE = "softmax"
+CONFIG = {"BLOCK_SIZE": 1024, "num_warps": 4}
+
+
+def _launch(x, block):
+    y = torch.empty_like(x)
+    return y
+
+
+def kernel_fn(x):
+    y = _launch(x, CONFIG["BLOCK_SIZE"])
+    return y
+'''
+
+NEW_FILE = CURRENT.replace("1024", "2048")
+
+
+def edit(search: str, replace: str) -> str:
+    return f"<<<<<<< SEARCH\n{search}\n=======\n{replace}\n>>>>>>> REPLACE"
+
+
+def test_whole_file_in_python_block():
+    reply = f"HYPOTHESIS: wider blocks halve the launches\n\n```python\n{NEW_FILE}```\nDone."
+    source, hypothesis = parse_reply(reply, CURRENT)
+    assert source == NEW_FILE
+    assert hypothesis == "wider blocks halve the launches"
+
+
+def test_whole_file_picks_the_block_with_kernel_fn_among_snippets():
+    reply = f"Change this:\n```python\nCONFIG['BLOCK_SIZE'] = 2048\n```\n```python\n{NEW_FILE}```"
+    assert parse_reply(reply, CURRENT)[0] == NEW_FILE
+
+
+def test_single_search_replace():
+    reply = "HYPOTHESIS: bigger tile\n" + edit(
+        'CONFIG = {"BLOCK_SIZE": 1024, "num_warps": 4}',
+        'CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 8}',
+    )
+    source, _ = parse_reply(reply, CURRENT)
+    assert 'CONFIG = {"BLOCK_SIZE": 4096, "num_warps": 8}' in source
+    assert source.replace("4096", "1024").replace('"num_warps": 8', '"num_warps": 4') == CURRENT
+
+
+def test_multiple_blocks_apply_in_order_and_may_be_fenced():
+    first = edit("    y = torch.empty_like(x)", "    y = torch.empty_like(x)\n    n = x.shape[-1]")
+    # The second block's SEARCH only exists after the first applied.
+    second = edit("    n = x.shape[-1]", "    n = x.shape[-1]  # columns")
+    third = edit("def kernel_fn(x):", "def kernel_fn(x: torch.Tensor):")
+    reply = f"HYPOTHESIS: h\n```\n{first}\n```\n\n```python\n{second}\n{third}\n```"
+    source, _ = parse_reply(reply, CURRENT)
+    assert "    n = x.shape[-1]  # columns\n    return y" in source
+    assert "def kernel_fn(x: torch.Tensor):" in source
+
+
+def test_search_falls_back_to_ignoring_trailing_whitespace_and_blank_ends():
+    search = 'def kernel_fn(x):   \n    y = _launch(x, CONFIG["BLOCK_SIZE"])\t\n'
+    reply = edit(search, "def kernel_fn(x):\n    y = _launch(x, 2048)")
+    source, _ = parse_reply(reply, CURRENT)
+    assert "    y = _launch(x, 2048)\n    return y\n" in source
+
+
+def test_crlf_reply_is_accepted():
+    reply = "HYPOTHESIS: h\n" + edit("def kernel_fn(x):", "def kernel_fn(x, /):")
+    source, hypothesis = parse_reply(reply.replace("\n", "\r\n"), CURRENT.replace("\n", "\r\n"))
+    assert source == CURRENT.replace("def kernel_fn(x):", "def kernel_fn(x, /):")
+    assert hypothesis == "h"
+
+
+def test_no_code_is_an_error_that_explains_the_format():
+    with pytest.raises(ReplyError, match="no code") as e:
+        parse_reply("HYPOTHESIS: I would make it faster.", CURRENT)
+    assert "<<<<<<< SEARCH" in str(e.value)
+
+
+def test_search_not_found_names_its_first_line():
+    reply = edit("def kernel_fn(x, y):\n    pass", "def kernel_fn(x):\n    pass")
+    with pytest.raises(ReplyError, match=r"`def kernel_fn\(x, y\):` matches nothing"):
+        parse_reply(reply, CURRENT)
+
+
+def test_search_ambiguous_is_an_error():
+    reply = edit("    return y", "    return y * 1")
+    with pytest.raises(ReplyError, match=r"`return y` matches 2 places"):
+        parse_reply(reply, CURRENT)
+
+
+def test_incomplete_edit_block():
+    reply = "<<<<<<< SEARCH\n    return y\n=======\n    return y * 1\n"
+    with pytest.raises(ReplyError, match="incomplete"):
+        parse_reply(reply, CURRENT)
+
+
+def test_unclosed_fence_says_the_reply_may_be_cut_off():
+    with pytest.raises(ReplyError, match="never closed"):
+        parse_reply(f"```python\n{NEW_FILE[:200]}", CURRENT)
+
+
+def test_syntax_error_gives_line_and_message():
+    broken = NEW_FILE.replace("def kernel_fn(x):", "def kernel_fn(x)")
+    line = broken.split("\n").index("def kernel_fn(x)") + 1
+    with pytest.raises(
+        ReplyError, match=f"not valid Python: line {line} " + r"\(`def kernel_fn\(x\)`\)"
+    ):
+        parse_reply(f"```python\n{broken}```", CURRENT)
+
+
+def test_no_change_is_an_error():
+    with pytest.raises(ReplyError, match="No change"):
+        parse_reply(f"HYPOTHESIS: same\n```python\n{CURRENT}  \n```", CURRENT)
+    with pytest.raises(ReplyError, match="No change"):
+        parse_reply(edit("def kernel_fn(x):", "def kernel_fn(x):  "), CURRENT)
+
+
+def test_missing_kernel_fn_is_an_error():
+    renamed = NEW_FILE.replace("def kernel_fn(", "def run(")
+    with pytest.raises(ReplyError, match="no longer defines kernel_fn"):
+        parse_reply(f"```python\n{renamed}```", CURRENT)
+
+
+def test_missing_or_changed_kernel_type_is_an_error():
+    without = NEW_FILE.replace('KERNEL_TYPE = "softmax"\n', "")
+    with pytest.raises(ReplyError, match="KERNEL_TYPE"):
+        parse_reply(f"```python\n{without}```", CURRENT)
+    changed = NEW_FILE.replace('"softmax"', '"rmsnorm"')
+    with pytest.raises(ReplyError, match="must stay 'softmax'"):
+        parse_reply(f"```python\n{changed}```", CURRENT)
+
+
+def test_think_section_is_ignored():
+    reply = (
+        "<think>maybe\n```python\nprint('draft')\n```\nHYPOTHESIS: wrong one</think>\n"
+        f"HYPOTHESIS: the real one\n```python\n{NEW_FILE}```"
+    )
+    assert parse_reply(reply, CURRENT) == (NEW_FILE, "the real one")
+
+
+@pytest.mark.parametrize(
+    "reply, expected",
+    [
+        ("**HYPOTHESIS:** fewer\tloads,\n\nmore reuse", "fewer loads,"),
+        ("Some intro.\nhypothesis - fuse the two passes\n", "fuse the two passes"),
+        ("## Plan: use a   single pass\n```python\nx = 1\n```", "Plan: use a single pass"),
+        ("```python\nHYPOTHESIS: in code\n```\nAfter the code.", "After the code."),
+        ("HYPOTHESIS:\n\n  split the row  loop\n", "split the row loop"),
+        ("```python\nx = 1\n```", NO_HYPOTHESIS),
+    ],
+)
+def test_hypothesis_and_fallbacks(reply, expected):
+    assert extract_hypothesis(reply) == expected
+
+
+def test_fallback_hypothesis_is_truncated_and_skips_edit_blocks():
+    reply = edit("a", "b") + "\n" + "word " * 100
+    hypothesis = extract_hypothesis(reply)
+    assert len(hypothesis) <= 120 and hypothesis.startswith("word word")

@@ -1,0 +1,82 @@
+"""The built-in tuner: real edits of CONFIG, gains-first order, no config twice, an end."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from autokernel.agents.base import AgentError, Context
+from autokernel.agents.tuner import Tuner, read_config, write_config
+from autokernel.specs import SPECS
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+
+TINY = """KERNEL_TYPE = "softmax"
+# a comment that must survive
+CONFIG = {"A": 1,
+          "B": "x"}
+SEARCH_SPACE = {"A": [1, 2], "B": ["x", "y"]}
+
+
+def kernel_fn(x):
+    return CONFIG["A"]
+"""
+
+
+def ctx(source: str, tried: list[dict] | None = None) -> Context:
+    return Context(
+        experiment=1, target="t", kernel_type="softmax", program="", spec_text="",
+        reference_source="", kernel_source=source, tried_configs=tried or [],
+    )  # fmt: skip
+
+
+def test_write_config_changes_only_the_config_literal():
+    new = write_config(TINY, {"A": 2, "B": "x"})
+    assert read_config(new)[0] == {"A": 2, "B": "x"}
+    before, after = TINY.split("CONFIG")[0], new.split("CONFIG")[0]
+    assert before == after and new.endswith(TINY[TINY.index("SEARCH_SPACE") :])
+    ast.parse(new)
+
+
+def test_proposals_follow_search_space_order_and_exhaust():
+    tuner, tried, seen = Tuner(), [], []
+    source = TINY
+    while (p := tuner.propose(ctx(source, tried))) is not None:
+        config = read_config(p.source)[0]
+        assert config not in tried
+        tried.append(config)
+        seen.append(config)
+        assert "→" in p.hypothesis
+    # one key at a time in SEARCH_SPACE order, then the pair; never the current config
+    assert seen == [{"A": 2, "B": "x"}, {"A": 1, "B": "y"}, {"A": 2, "B": "y"}]
+
+
+def test_nearest_values_first():
+    source = TINY.replace('"A": [1, 2]', '"A": [1, 2, 4, 8, 16]').replace('"A": 1,', '"A": 4,')
+    first = [read_config(Tuner().propose(ctx(source, [])).source)[0]["A"]]
+    tried = [{"A": first[0], "B": "x"}]
+    first.append(read_config(Tuner().propose(ctx(source, tried)).source)[0]["A"])
+    assert first == [2, 8]
+
+
+def test_non_literal_config_is_an_agent_error():
+    with pytest.raises(AgentError, match="literal"):
+        Tuner().propose(ctx(TINY.replace('"A": 1,', '"A": 1 + len("ab"),')))
+
+
+def test_kernel_without_search_space_has_nothing_to_try():
+    assert Tuner().propose(ctx('KERNEL_TYPE = "softmax"\nCONFIG = {}\n')) is None
+
+
+@pytest.mark.parametrize("kind", list(SPECS))
+def test_every_starter_is_tunable(kind):
+    source = (KERNELS / f"{kind}.py").read_text()
+    config, space = read_config(source)
+    assert space and set(space) <= set(config), "SEARCH_SPACE keys must be CONFIG keys"
+    for key, values in space.items():
+        assert config[key] in values, f"{kind}: CONFIG[{key!r}] is not in its SEARCH_SPACE"
+    proposal = Tuner().propose(ctx(source))
+    assert proposal is not None and proposal.source != source
+    ast.parse(proposal.source)
