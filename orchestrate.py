@@ -1,17 +1,229 @@
-"""Multi-kernel scheduler (Amdahl priority, move-on rules, state file).
+"""The night's scheduler: which target to work on, when to move on, and the state that says so.
 
-Not built yet: the overnight loop that drives it is the next issue. Running it says so.
+Targets are taken in order of Amdahl gain (their share of the model's GPU time times the
+headroom left below the roofline). One target is worked until a move-on rule fires:
+5 consecutive experiments not kept, >= 90 % of the roofline peak, 2 h spent on that target
+(counted per target, across resumes), or 2x faster than eager PyTorch. The whole run stops at
+the night's --hours budget. Everything lives in one JSON file, replaced atomically, so a
+`kill -9` leaves either the old state or the new one.
+
+    python orchestrate.py status [WORKSPACE]     # same as `autokernel status`
 """
 
 from __future__ import annotations
 
+import json
+import math
 import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from autokernel.cache import write_json_atomic
+from autokernel.targets import Target
+
+STATE_FILE = Path(".autokernel") / "state.json"
 
 
-def main() -> int:
-    print("orchestrate.py: the overnight loop is not implemented yet (see the open issues)")
-    return 2
+@dataclass(frozen=True)
+class Rules:
+    """The move-on rules. Defaults are the playbook's; tests and flags may tighten them."""
+
+    max_reverts: int = 5  # consecutive experiments not kept
+    peak_pct: float = 90.0  # of the roofline (measured ceiling)
+    target_seconds: float = 2 * 3600.0
+    speedup: float = 2.0  # vs eager PyTorch, the code the model runs today
+
+
+@dataclass
+class Score:
+    """A kept kernel's speed: geometric means over the target's scoring sizes."""
+
+    us: float
+    spread: float  # relative (p80 - p20) / median, the measurement's own noise
+    throughput: float | None = None
+    unit: str = ""
+    pct_peak: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+
+
+@dataclass
+class TargetState:
+    target: Target
+    status: str = "pending"  # pending -> active -> done
+    reason: str = ""  # why it was moved on from
+    experiments: int = 0
+    kept: int = 0
+    not_kept: int = 0
+    consecutive_reverts: int = 0
+    seconds: float = 0.0
+    baseline: Score | None = None
+    best: Score | None = None
+    best_commit: str | None = None
+    optimized_commit: str | None = None
+    tried_configs: list[dict] = field(default_factory=list)
+    last_failure: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+    def gain(self) -> float:
+        """Amdahl: the fraction of the model's time this target could still save at the
+        roofline. Before a measurement all of its share is assumed reachable."""
+        pct = self.best.pct_peak if self.best else None
+        headroom = 1.0 if pct is None else max(0.0, 1.0 - pct / 100.0)
+        return self.target.share * headroom
+
+    def speedup(self) -> float | None:
+        """Best vs the shipped starter, from the scores (1.0 before any kept improvement)."""
+        if self.best and self.baseline:
+            return self.baseline.us / self.best.us
+        return None
+
+
+@dataclass
+class State:
+    tag: str
+    agent: str
+    hours: float
+    targets: list[TargetState]
+    seconds: float = 0.0  # of the night's budget spent (across resumes)
+    next_experiment: int = 0
+    head: str | None = None  # the branch's commit between experiments
+    current: str | None = None  # the active target's name
+    tokens: int = 0
+    max_tokens: int | None = None
+    in_flight: dict | None = None  # {experiment, target, hypothesis, agent, tokens, commit}
+    finishing: str | None = None  # a target whose optimized/ commit is being written
+    ended: str = ""  # why the last session of this run stopped
+    agent_args: dict = field(default_factory=dict)  # kind, model, base URL, command: no secrets
+
+    @property
+    def budget_s(self) -> float:
+        return self.hours * 3600.0
+
+    def target(self, name: str) -> TargetState:
+        for ts in self.targets:
+            if ts.name == name:
+                return ts
+        raise KeyError(name)
+
+    def active(self) -> TargetState | None:
+        return self.target(self.current) if self.current else None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["targets"] = [{**asdict(ts), "target": ts.target.to_json()} for ts in self.targets]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> State:
+        targets = []
+        for raw in data["targets"]:
+            raw = dict(raw)
+            raw["target"] = Target.from_json(raw["target"])
+            for key in ("baseline", "best"):
+                raw[key] = Score(**raw[key]) if raw.get(key) else None
+            targets.append(TargetState(**raw))
+        return cls(**{**data, "targets": targets})
+
+
+def new_state(
+    tag: str, agent: str, hours: float, targets: list[Target], max_tokens: int | None = None
+) -> State:
+    return State(
+        tag=tag,
+        agent=agent,
+        hours=hours,
+        max_tokens=max_tokens,
+        targets=[TargetState(t) for t in targets],
+    )
+
+
+def save(state: State, workspace: Path) -> None:
+    write_json_atomic(workspace / STATE_FILE, state.to_json())
+
+
+def load(workspace: Path) -> State | None:
+    path = workspace / STATE_FILE
+    try:
+        return State.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is damaged ({exc}); start a new run with another --tag") from exc
+
+
+def next_target(state: State) -> TargetState | None:
+    """The pending target with the largest Amdahl gain (ties: plan order)."""
+    pending = [ts for ts in state.targets if ts.status != "done"]
+    return max(pending, key=lambda ts: ts.gain(), default=None)
+
+
+def move_on_reason(ts: TargetState, rules: Rules) -> str | None:
+    """Why to stop working on this target now, or None to continue."""
+    best = ts.best
+    if best and best.pct_peak is not None and best.pct_peak >= rules.peak_pct:
+        return f"at {best.pct_peak:.0f}% of the roofline peak (rule: {rules.peak_pct:g}%)"
+    if best and best.speedup_vs_eager is not None and best.speedup_vs_eager >= rules.speedup:
+        return f"{best.speedup_vs_eager:.2f}x faster than eager PyTorch (rule: {rules.speedup:g}x)"
+    if ts.consecutive_reverts >= rules.max_reverts:
+        return f"{ts.consecutive_reverts} experiments in a row not kept (rule: {rules.max_reverts})"
+    if ts.seconds >= rules.target_seconds:
+        return f"{ts.seconds / 3600:.1f} h spent on it (rule: {rules.target_seconds / 3600:g} h)"
+    return None
+
+
+def geomean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+
+def status_lines(state: State) -> list[str]:
+    """Plain text for `status`: readable over ssh and in a log."""
+    left = max(0.0, state.budget_s - state.seconds)
+    lines = [
+        f"run {state.tag} · agent {state.agent} · experiments {state.next_experiment} · "
+        f"{state.seconds / 3600:.2f} h of {state.hours:g} h used ({left / 60:.0f} min left)"
+        + (f" · tokens {state.tokens}" if state.tokens else ""),
+    ]
+    if state.ended:
+        lines.append(f"last stop: {state.ended}")
+    header = f"{'target':<20} {'status':<8} {'exps':>5} {'kept':>5} {'best µs':>10} "
+    lines.append(header + f"{'×start':>7} {'×eager':>7} {'×compile':>8} {'%peak':>6}  note")
+    for ts in sorted(state.targets, key=lambda t: -t.target.share):
+        b = ts.best
+
+        def fmt(v: float | None, spec: str) -> str:
+            return format(v, spec) if v is not None else "-"
+
+        lines.append(
+            f"{ts.name:<20} {ts.status:<8} {ts.experiments:>5} {ts.kept:>5} "
+            f"{fmt(b.us if b else None, '.1f'):>10} {fmt(ts.speedup(), '.2f'):>7} "
+            f"{fmt(b.speedup_vs_eager if b else None, '.3g'):>7} "
+            f"{fmt(b.speedup_vs_compile if b else None, '.3g'):>8} "
+            f"{fmt(b.pct_peak if b else None, '.0f'):>6}  {ts.reason}"
+        )
+    return lines
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] != "status" or len(argv) > 2:
+        print(__doc__.strip().splitlines()[-1].strip())
+        return 2
+    workspace = Path(argv[1] if len(argv) > 1 else ".")
+    try:
+        state = load(workspace)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    if state is None:
+        print(f"no run in {workspace.resolve()}: start one with `autokernel run`", file=sys.stderr)
+        return 1
+    print("\n".join(status_lines(state)))
+    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""What an agent is told before each experiment: the Context, built from the run's state.
+
+Only facts the harness and the results established go in; the prompt builder (for LLMs) decides
+how much of it fits.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import reference
+from autokernel.agents.base import Context
+from autokernel.specs import get_spec, parse_dtype
+from orchestrate import State, TargetState
+
+PROGRAM = Path(__file__).resolve().parents[1] / "program.md"
+STARTERS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+def starter_source(kernel_type: str) -> str:
+    return (STARTERS / f"{kernel_type}.py").read_text()
+
+
+def spec_text(ts: TargetState, on_gpu: bool) -> str:
+    t = ts.target
+    spec = get_spec(t.kernel_type)
+    fn = getattr(reference, t.kernel_type)
+    sizes = spec.sizes(on_gpu)
+    dtype = t.dtype or str(spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu)
+    lines = [
+        f"target: {t.name} (kernel type {t.kernel_type}, {spec.bound}-bound)",
+        f"signature: kernel_fn{inspect.signature(fn)}  (same arguments and result as "
+        f"reference.{t.kernel_type})",
+        f"benchmark dtype: {dtype.removeprefix('torch.')}; correctness is checked in float16, "
+        "bfloat16 and float32",
+    ]
+    if t.shapes:
+        lines.append("the model's real shapes (timed, and decide keep/revert): "
+                     + "; ".join(spec.label(s) for s in t.shapes))  # fmt: skip
+    lines.append("benchmark sizes: " + "; ".join(spec.label(s) for s in sizes.bench))
+    lines.append("sweep sizes: " + "; ".join(spec.label(s) for s in sizes.sweep))
+    lines.append("odd sizes: " + "; ".join(spec.label(s) for s in sizes.odd))
+    lines.append(
+        "adversarial inputs: " + "; ".join(f"{a.name} ({a.why})" for a in spec.adversarial)
+    )
+    tol = [
+        f"{d}: atol=rtol={spec.tolerance(parse_dtype(d))[0]:g}" for d in ("fp16", "bf16", "fp32")
+    ]
+    lines.append("tolerances vs a float64 reference: " + ", ".join(tol))
+    if t.args:
+        lines.append(
+            "arguments as the model uses them: " + ", ".join(f"{k}={v}" for k, v in t.args.items())
+        )
+    return "\n".join(lines)
+
+
+def roofline_text(ts: TargetState) -> str:
+    b, base = ts.best, ts.baseline
+    if b is None:
+        return "no passing kernel measured yet"
+    parts = [f"best {b.us:.1f} µs (geometric mean over the timed sizes)"]
+    if b.throughput is not None:
+        parts.append(f"{b.throughput:.4g} {b.unit}")
+    if b.pct_peak is not None:
+        parts.append(f"{b.pct_peak:.0f}% of this machine's measured peak")
+    if b.speedup_vs_eager is not None:
+        parts.append(f"{b.speedup_vs_eager:.2f}x vs eager PyTorch")
+    if b.speedup_vs_compile is not None:
+        parts.append(f"{b.speedup_vs_compile:.2f}x vs torch.compile")
+    if base is not None:
+        parts.append(f"{base.us / b.us:.2f}x vs the starter")
+    return ", ".join(parts)
+
+
+def context(
+    state: State, ts: TargetState, best_source: str, rows: list[dict[str, str]], on_gpu: bool
+) -> Context:
+    try:
+        program = PROGRAM.read_text()
+    except OSError:
+        program = ""
+    return Context(
+        experiment=state.next_experiment,
+        target=ts.name,
+        kernel_type=ts.target.kernel_type,
+        program=program,
+        spec_text=spec_text(ts, on_gpu),
+        reference_source=inspect.getsource(getattr(reference, ts.target.kernel_type)),
+        kernel_source=best_source,
+        history=[r for r in rows if r.get("target") == ts.name],
+        last_failure=ts.last_failure,
+        roofline=roofline_text(ts),
+        tried_configs=list(ts.tried_configs),
+    )

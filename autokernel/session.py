@@ -1,0 +1,248 @@
+"""From `autokernel run` flags to a running loop: targets, agent, workspace, state and signals.
+
+Everything that can be wrong with the user's set-up (no target, an unknown kernel type, a missing
+key, a dirty kernel.py, nothing to resume) is found here, before the first experiment, and
+reported as one message that says what to do.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autokernel.agents.base import Agent, AgentError
+from autokernel.live import RunView
+from autokernel.loop import Loop, RunError, Settings
+from autokernel.results import ResultsLog
+from autokernel.targets import Target, TargetError, from_plan, single
+from autokernel.workspace import Workspace, WorkspaceError
+from orchestrate import State, load, new_state, status_lines
+
+DEFAULT_HOURS = 10.0
+
+
+class SessionError(Exception):
+    """Bad input or set-up: printed as the message, exit code 2."""
+
+
+@dataclass
+class RunRequest:
+    workspace: Path = Path(".")
+    hours: float | None = None
+    kernel: str | None = None
+    shapes: list[str] = field(default_factory=list)
+    dtype: str | None = None
+    plan: Path | None = None
+    agent: str | None = None
+    llm_model: str | None = None
+    base_url: str | None = None
+    agent_command: str | None = None
+    max_experiments: int | None = None
+    max_tokens: int | None = None
+    quiet: bool = False
+    resume: bool = False
+    tag: str | None = None
+    timeout_s: float | None = None
+    quick: bool = False
+    compile_baseline: bool | None = None
+
+
+@dataclass
+class Outcome:
+    reason: str
+    state: State
+    code: int  # 0: a budget or bound reached normally; 130: stopped now by a signal
+
+
+def _targets(req: RunRequest, root: Path) -> list[Target]:
+    try:
+        if req.kernel:
+            return [single(req.kernel, req.shapes, req.dtype)]
+        plan = req.plan or root / "plan.yaml"
+        if plan.exists():
+            return from_plan(plan)
+    except TargetError as exc:
+        raise SessionError(str(exc)) from None
+    raise SessionError(
+        "nothing to optimize: pass --kernel TYPE (e.g. --kernel softmax), or run "
+        "`autokernel profile model.py` first to write plan.yaml"
+    )
+
+
+def _agent(req: RunRequest, args: dict, loop_ref: list[Loop]) -> Agent:
+    from autokernel.agents.factory import load_settings, make_agent
+
+    root = req.workspace
+    settings = load_settings(root / "autokernel.yaml")
+    kind = args.get("kind") or settings.get("agent") or "tuner"
+
+    def on_wait(message: str) -> None:
+        if loop_ref:
+            loop_ref[0].reporter.event(message)
+
+    def stop() -> bool:
+        return bool(loop_ref) and loop_ref[0].stop_reason() is not None
+
+    return make_agent(
+        kind, llm_model=args.get("llm_model"), base_url=args.get("base_url"),
+        agent_command=args.get("agent_command"), settings=settings, on_wait=on_wait, stop=stop,
+    )  # fmt: skip
+
+
+def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
+    """Check everything and build the loop; nothing in git changes until Loop.begin/run."""
+    import torch
+
+    root = req.workspace.resolve()
+    if not root.exists():
+        root.mkdir(parents=True)
+    req.workspace = root
+    try:
+        previous = load(root)
+    except ValueError as exc:
+        raise SessionError(str(exc)) from None
+    if req.resume:
+        if previous is None:
+            raise SessionError(f"nothing to resume in {root}: start a run without --resume")
+        state = previous
+        args = {**state.agent_args, **_given_agent_args(req)}
+        if req.hours is not None:
+            state.hours = req.hours
+        if req.max_tokens is not None:
+            state.max_tokens = req.max_tokens
+    else:
+        targets = _targets(req, root)
+        args = _given_agent_args(req)
+        state = None
+    loop_ref: list[Loop] = []
+    try:
+        agent = _agent(req, args, loop_ref)
+    except AgentError as exc:
+        raise SessionError(str(exc)) from None
+    try:
+        ws = Workspace.open(root)
+        results = ResultsLog(root / "results.tsv")
+        if state is None:
+            tag = req.tag or time.strftime("%Y%m%d-%H%M%S")
+            state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens)
+            state.agent_args = args
+            last = results.last_experiment()
+            state.next_experiment = 0 if last is None else last + 1
+            ws.check_can_start(tag)
+        else:
+            state.agent = agent.name
+            state.agent_args = args
+            if ws.branch != f"autokernel/{state.tag}":
+                ws.resume(state.tag)
+    except WorkspaceError as exc:
+        raise SessionError(str(exc)) from None
+    on_gpu = torch.cuda.is_available()
+    settings = Settings(
+        on_gpu=on_gpu,
+        timeout_s=req.timeout_s or Settings.timeout_s,
+        quick=req.quick,
+        compile_baseline=on_gpu if req.compile_baseline is None else req.compile_baseline,
+        max_experiments=req.max_experiments,
+    )
+    view = view_factory(root, req.quiet or not sys.stdout.isatty())
+    for line in _intro(state, agent, on_gpu, root):
+        view.event(line)
+    loop = Loop(ws, state, agent, results, settings, view)
+    loop_ref.append(loop)
+    if previous is not None and not req.resume and previous.ended != "every target is finished":
+        view.event(f"note: the earlier run {previous.tag} stays on its branch; this new run "
+                   "replaces its state, so it can no longer be resumed")  # fmt: skip
+    return loop, view
+
+
+def _intro(state: State, agent: Agent, on_gpu: bool, root: Path) -> list[str]:
+    """Say what is about to happen, before the first minute of silence."""
+    import torch
+
+    device = (
+        f"GPU {torch.cuda.get_device_name()}"
+        if on_gpu
+        else "no GPU: the Triton interpreter runs the kernels on the CPU at small sizes "
+        "(timings are CPU figures, not GPU speed)"
+    )
+    how = "built in, searches each kernel's SEARCH_SPACE" if agent.name == "tuner" else "LLM"
+    names = ", ".join(ts.name for ts in state.targets)
+    return [
+        f"autokernel run {state.tag} in {root}: {device}",
+        f"agent {agent.name} ({how}); targets: {names}; budget {state.hours:g} h",
+        "each experiment: edit kernel.py -> commit -> five-stage check -> benchmark -> keep "
+        f"or revert; rows in results.tsv, log in {root / '.autokernel' / 'run.log'}",
+    ]
+
+
+def _given_agent_args(req: RunRequest) -> dict:
+    given = {"kind": req.agent, "llm_model": req.llm_model, "base_url": req.base_url,
+             "agent_command": req.agent_command}  # fmt: skip
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
+    """Run with Ctrl-C handled: the first press stops after the current experiment, a second
+    one (or SIGTERM) stops now; either way the state on disk is resumable."""
+    presses = []
+
+    def on_sigint(signum, frame) -> None:
+        presses.append(signum)
+        if len(presses) > 1:
+            raise KeyboardInterrupt
+        loop.stop_requested = True
+        view.event("Ctrl-C: stopping after this experiment (press again to stop now)")
+
+    def on_sigterm(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    old_int = signal.signal(signal.SIGINT, on_sigint)
+    old_term = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        with view:
+            if not resume:
+                loop.begin()
+            reason = loop.run()
+        return Outcome(reason, loop.state, 0)
+    except KeyboardInterrupt:
+        loop.state.ended = "stopped now by a signal; continue with --resume"
+        _save_quietly(loop)
+        return Outcome(loop.state.ended, loop.state, 130)
+    except (RunError, WorkspaceError, AgentError) as exc:
+        loop.state.ended = f"stopped: {exc}"
+        _save_quietly(loop)
+        raise SessionError(str(exc)) from None
+    except Exception as exc:  # a bug of ours: keep the night's work resumable, say where to look
+        view.log_exception(exc)
+        loop.state.ended = f"internal error: {type(exc).__name__}: {exc}"
+        _save_quietly(loop)
+        raise SessionError(
+            f"internal error ({type(exc).__name__}: {exc}); the traceback is in "
+            f"{view.log_path}. The run's state is saved: `autokernel run --resume` continues it. "
+            "Please report this with the log."
+        ) from None
+    finally:
+        signal.signal(signal.SIGINT, old_int)
+        signal.signal(signal.SIGTERM, old_term)
+
+
+def _save_quietly(loop: Loop) -> None:
+    from orchestrate import save
+
+    try:
+        save(loop.state, loop.ws.root)
+    except OSError:
+        pass
+
+
+def summary(outcome: Outcome, root: Path) -> list[str]:
+    s = outcome.state
+    return [
+        f"stopped: {outcome.reason}",
+        *status_lines(s),
+        f"branch autokernel/{s.tag} · rows in {root / 'results.tsv'} · log "
+        f"{root / '.autokernel' / 'run.log'}",
+    ]

@@ -1,0 +1,144 @@
+"""What the loop optimizes: one target per kernel type and shape set, from a plan or a flag.
+
+A target carries the model's real shapes (swept and benchmarked next to the spec's own sizes)
+and its share of the model's GPU time, which the orchestrator turns into an Amdahl priority.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from autokernel.specs import SPECS, dtype_name, get_spec, parse_dtype
+
+
+class TargetError(ValueError):
+    """A bad --kernel/--shape/--dtype or plan.yaml entry; the message says what to write."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # unique in a run: the kernel type, or type_N when a plan holds several
+    kernel_type: str
+    shapes: tuple[dict[str, int], ...] = ()  # real shapes; harness extra sizes
+    dtype: str | None = None  # benchmark dtype; None: the spec's default for the device
+    share: float = 1.0  # fraction of the model's GPU time this target accounts for
+    calls: int = 1
+    args: dict[str, object] = field(default_factory=dict)  # eps, causal, ... as the model uses
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "shapes": [dict(s) for s in self.shapes]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Target:
+        return cls(**{**data, "shapes": tuple(dict(s) for s in data.get("shapes", ()))})
+
+
+def parse_shape(kernel_type: str, text: str) -> dict[str, int]:
+    """'4096x50257' (the spec's dims in order, optional leading ones left out) or
+    'rows=4096,cols=50257'."""
+    spec = get_spec(kernel_type)
+    text = text.strip()
+    try:
+        if "=" in text:
+            pairs = [p.split("=", 1) for p in re.split(r"[,\s]+", text) if p]
+            size = {k.strip(): int(v) for k, v in pairs}
+        else:
+            values = [int(v) for v in re.split(r"[x×,\s]+", text) if v]
+            required = [d for d in spec.dims if d in spec.cpu.bench[0]]
+            names = spec.dims if len(values) == len(spec.dims) else required
+            if len(values) != len(names):
+                raise TargetError(
+                    f"shape {text!r} for {kernel_type}: give {len(required)} numbers "
+                    f"({'x'.join(required)}) or {len(spec.dims)} ({'x'.join(spec.dims)})"
+                )
+            size = dict(zip(names, values, strict=True))
+    except ValueError as exc:
+        if isinstance(exc, TargetError):
+            raise
+        raise TargetError(
+            f"shape {text!r}: write it as {'x'.join(spec.dims)} numbers or name=value pairs"
+        ) from None
+    unknown = set(size) - set(spec.dims)
+    if unknown:
+        raise TargetError(
+            f"shape {text!r}: {kernel_type} has no dimension {', '.join(sorted(unknown))}; "
+            f"its dimensions are {', '.join(spec.dims)}"
+        )
+    if any(v <= 0 for v in size.values()):
+        raise TargetError(f"shape {text!r}: every dimension must be positive")
+    return size
+
+
+def single(kernel_type: str, shapes: list[str] | None = None, dtype: str | None = None) -> Target:
+    """The target of `autokernel run --kernel TYPE [--shape S ...] [--dtype D]`."""
+    if kernel_type not in SPECS:
+        raise TargetError(f"unknown kernel type {kernel_type!r}; choose one of {', '.join(SPECS)}")
+    return Target(
+        name=kernel_type,
+        kernel_type=kernel_type,
+        shapes=tuple(parse_shape(kernel_type, s) for s in shapes or ()),
+        dtype=_dtype(dtype),
+    )
+
+
+def _dtype(name: str | None) -> str | None:
+    if name is None:
+        return None
+    try:
+        return dtype_name(parse_dtype(name))
+    except ValueError as exc:
+        raise TargetError(str(exc)) from None
+
+
+def from_plan(path: Path) -> list[Target]:
+    """Targets from plan.yaml (written by `autokernel profile`), in the plan's order.
+
+    Expected: {"targets": [{"name", "kernel_type", "shapes": [{dim: int}] or ["AxB"],
+    "dtype", "share", "calls", "args"}]}; only kernel_type is required."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise TargetError(f"{path}: cannot read: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise TargetError(f"{path}: not valid YAML: {exc}") from None
+    entries = data.get("targets") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise TargetError(f"{path}: expected a 'targets:' list; run `autokernel profile` again")
+    targets, seen = [], set()
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or entry.get("kernel_type") not in SPECS:
+            kind = entry.get("kernel_type") if isinstance(entry, dict) else entry
+            raise TargetError(
+                f"{path}: target {i + 1} has kernel_type {kind!r}; use one of {', '.join(SPECS)}"
+            )
+        kind = entry["kernel_type"]
+        name = str(entry.get("name") or kind)
+        if name in seen:
+            name = f"{name}_{i}"
+        seen.add(name)
+        shapes = tuple(
+            parse_shape(kind, s) if isinstance(s, str) else _checked(kind, s, path)
+            for s in entry.get("shapes") or ()
+        )
+        targets.append(
+            Target(
+                name=name,
+                kernel_type=kind,
+                shapes=shapes,
+                dtype=_dtype(entry.get("dtype")),
+                share=float(entry.get("share", 1.0 / len(entries))),
+                calls=int(entry.get("calls", 1)),
+                args=dict(entry.get("args") or {}),
+            )
+        )
+    return targets
+
+
+def _checked(kind: str, shape: object, path: Path) -> dict[str, int]:
+    if not isinstance(shape, dict):
+        raise TargetError(f"{path}: a {kind} shape must be a mapping or 'AxB' text, not {shape!r}")
+    return parse_shape(kind, ",".join(f"{k}={v}" for k, v in shape.items()))
