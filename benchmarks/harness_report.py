@@ -58,7 +58,7 @@ def main() -> int:
         cold = evaluate(path, Options(seed=1))
         warm = [evaluate(path, Options(seed=2 + i)) for i in range(args.warm_runs)]
         verdicts[name] = {"cold": cold.to_json(), "warm": [w.to_json() for w in warm]}
-        last = warm[-1]
+        last = warm[-1] if warm else cold  # --warm-runs 0: the cold verdict's timings
         rows.append((name, cold, warm, last))
         print(
             f"{name}: cold {cold.status.value} {cold.harness_s:.1f}s; warm "
@@ -84,8 +84,8 @@ def main() -> int:
     ]
     mem_warm = []
     for name, cold, warm, last in rows:
-        warm_s = statistics.median(w.harness_s for w in warm)
-        if SPECS[name].bound == "memory":
+        warm_s = statistics.median(w.harness_s for w in warm) if warm else float("nan")
+        if SPECS[name].bound == "memory" and warm:
             mem_warm.append(warm_s)
         verdict = f"{cold.status.value} / {'/'.join(w.status.value for w in warm)}"
         if not last.timings:
