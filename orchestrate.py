@@ -63,6 +63,10 @@ class TargetState:
     optimized_commit: str | None = None
     tried_configs: list[dict] = field(default_factory=list)
     last_failure: str | None = None
+    final: bool = False  # done for good (at peak, 2x, nothing left); else revisited if time is left
+    rounds: int = 1  # visits: a target moved on from for reverts or time comes back in round 2...
+    round_seconds: float = 0.0  # time in the current visit (the 2 h rule counts per visit)
+    rebase: bool = False  # a revisit starts by committing and re-measuring its best kernel
 
     @property
     def name(self) -> str:
@@ -161,18 +165,35 @@ def next_target(state: State) -> TargetState | None:
     return max(pending, key=lambda ts: ts.gain(), default=None)
 
 
-def move_on_reason(ts: TargetState, rules: Rules) -> str | None:
-    """Why to stop working on this target now, or None to continue."""
+def move_on_reason(ts: TargetState, rules: Rules) -> tuple[str, bool] | None:
+    """Why to stop working on this target now and whether for good, or None to continue.
+
+    Reaching the roofline or 2x is final. Reverts and time only mean "try elsewhere first":
+    when every target has been visited and the night has time left, those come back."""
     best = ts.best
     if best and best.pct_peak is not None and best.pct_peak >= rules.peak_pct:
-        return f"at {best.pct_peak:.0f}% of the roofline peak (rule: {rules.peak_pct:g}%)"
+        return f"at {best.pct_peak:.0f}% of the roofline peak (rule: {rules.peak_pct:g}%)", True
     if best and best.speedup_vs_eager is not None and best.speedup_vs_eager >= rules.speedup:
-        return f"{best.speedup_vs_eager:.2f}x faster than eager PyTorch (rule: {rules.speedup:g}x)"
+        x = best.speedup_vs_eager
+        return f"{x:.2f}x faster than eager PyTorch (rule: {rules.speedup:g}x)", True
     if ts.consecutive_reverts >= rules.max_reverts:
-        return f"{ts.consecutive_reverts} experiments in a row not kept (rule: {rules.max_reverts})"
-    if ts.seconds >= rules.target_seconds:
-        return f"{ts.seconds / 3600:.1f} h spent on it (rule: {rules.target_seconds / 3600:g} h)"
+        n = ts.consecutive_reverts
+        return f"{n} experiments in a row not kept (rule: {rules.max_reverts})", False
+    if ts.round_seconds >= rules.target_seconds:
+        h = ts.round_seconds / 3600
+        return f"{h:.1f} h spent on it (rule: {rules.target_seconds / 3600:g} h)", False
     return None
+
+
+def reopen(state: State) -> list[TargetState]:
+    """Every target has been visited: bring back those not finished for good, for another
+    round from their best kernel (the tuner remembers what it tried, so it goes further)."""
+    back = [ts for ts in state.targets if ts.status == "done" and not ts.final]
+    for ts in back:
+        ts.status, ts.rebase = "pending", True
+        ts.consecutive_reverts, ts.round_seconds = 0, 0.0
+        ts.rounds += 1
+    return back
 
 
 def geomean(values: list[float | None]) -> float | None:

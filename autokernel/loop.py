@@ -23,7 +23,16 @@ from autokernel.keep_rule import Decision, Remeasure, decide, score
 from autokernel.results import ResultsLog
 from autokernel.specs import get_spec
 from autokernel.workspace import Workspace, WorkspaceError
-from orchestrate import Rules, Score, State, TargetState, move_on_reason, next_target, save
+from orchestrate import (
+    Rules,
+    Score,
+    State,
+    TargetState,
+    move_on_reason,
+    next_target,
+    reopen,
+    save,
+)
 
 VERDICTS = Path(".autokernel") / "verdicts"
 
@@ -42,6 +51,7 @@ class Settings:
     max_experiments: int | None = None  # in this invocation
     rules: Rules = field(default_factory=Rules)
     seed: int | None = None
+    revisit: bool = True  # when every target is done and time is left, go round again
 
 
 class Reporter:
@@ -90,6 +100,8 @@ class Loop:
                 break
             if ts.baseline is None and ts.best is None:
                 self._start_target(ts)
+            elif ts.rebase:
+                self._rebase_target(ts)
             else:
                 self._experiment(ts)
         self.state.ended = reason
@@ -134,6 +146,14 @@ class Loop:
         if ts is not None and ts.status != "done":
             return ts
         ts = next_target(self.state)
+        if ts is None and self.settings.revisit:
+            back = reopen(self.state)
+            if back:
+                self.reporter.event(
+                    "every target visited; time is left, so round "
+                    f"{max(t.rounds for t in back)}: back to {', '.join(t.name for t in back)}"
+                )
+            ts = next_target(self.state)
         if ts is not None:
             ts.status = "active"
             self.state.current = ts.name
@@ -147,6 +167,17 @@ class Loop:
         source = briefing.starter_source(ts.target.kernel_type)
         hypothesis = f"baseline: the shipped kernels/{ts.target.kernel_type}.py"
         self._commit(ts, source, hypothesis, agent="starter", tokens=0, baseline=True)
+        self._evaluate_in_flight()
+
+    def _rebase_target(self, ts: TargetState) -> None:
+        """A revisit's first step: the target's best kernel back in kernel.py, re-measured, so
+        that keep and revert compare against a fresh figure and never rewind other targets."""
+        if ts.best_commit is None:
+            ts.rebase = False
+            self._start_target(ts)
+            return
+        hypothesis = f"round {ts.rounds}: the best {ts.name} kernel so far, re-measured"
+        self._commit(ts, self.ws.show(ts.best_commit), hypothesis, "best", 0, baseline=True)
         self._evaluate_in_flight()
 
     def _experiment(self, ts: TargetState) -> None:
@@ -174,7 +205,7 @@ class Loop:
             self._after(ts)
             return
         if proposal is None:
-            self._finish(ts, f"{self.agent.name} has nothing left to try")
+            self._finish(ts, f"{self.agent.name} has nothing left to try", final=True)
             return
         self.state.tokens += proposal.tokens
         self._commit(ts, proposal.source, proposal.hypothesis, self.agent.name, proposal.tokens)
@@ -248,7 +279,8 @@ class Loop:
         if decision.status == "keep":
             ts.best, ts.best_commit, self.state.head = cand, sha, sha
             if f["baseline"]:
-                ts.baseline = cand
+                ts.baseline = ts.baseline or cand
+                ts.rebase = False
             else:
                 ts.kept += 1
             ts.consecutive_reverts = 0
@@ -272,21 +304,22 @@ class Loop:
         self.done_here += 1
         self._tick(ts)
         if f["baseline"] and decision.status != "keep":
-            self._finish(ts, f"the shipped starter did not pass: {verdict.message}")
+            what = "its best kernel, re-measured," if ts.rebase else "the shipped starter"
+            self._finish(ts, f"{what} did not pass: {verdict.message}", final=True)
             return
         self._after(ts)
 
     def _after(self, ts: TargetState) -> None:
-        reason = move_on_reason(ts, self.settings.rules)
-        if reason:
-            self._finish(ts, reason)
+        move_on = move_on_reason(ts, self.settings.rules)
+        if move_on:
+            self._finish(ts, *move_on)
         else:
             self._save()
 
-    def _finish(self, ts: TargetState, reason: str) -> None:
+    def _finish(self, ts: TargetState, reason: str, final: bool = False) -> None:
         """Move on: commit the target's best kernel as optimized/<target>.py."""
         self.state.finishing = ts.name
-        ts.reason = reason
+        ts.reason, ts.final = reason, final
         self._save()
         if ts.best_commit and ts.best is not None:
             source = self.ws.show(ts.best_commit)
@@ -315,7 +348,7 @@ class Loop:
                 ts.status, s.current, s.finishing = "done", None, None
                 self._save()
             else:
-                self._finish(ts, ts.reason)
+                self._finish(ts, ts.reason, ts.final)
         f = s.in_flight
         if f is None:
             if s.head and self.ws.head() != s.head:
@@ -394,6 +427,7 @@ class Loop:
     def _tick(self, ts: TargetState) -> None:
         now = self._clock()
         ts.seconds += now - self._mark
+        ts.round_seconds += now - self._mark
         self.state.seconds += now - self._mark
         self._mark = now
 

@@ -126,6 +126,7 @@ def make_loop(
     clock: list[float] | None = None,
     max_tokens: int | None = None,
     begin: bool = True,
+    revisit: bool = True,
 ) -> tuple[Loop, FakeHarness]:
     harness = harness or FakeHarness()
     clock = clock if clock is not None else harness.clock or [0.0]
@@ -134,7 +135,8 @@ def make_loop(
     state = new_state("t1", "x", hours, targets or [single("softmax")], max_tokens)
     loop = Loop(
         ws, state, agent or Tuner(), ResultsLog(root / "results.tsv"),
-        Settings(on_gpu=False, max_experiments=max_experiments, rules=rules or Rules()),
+        Settings(on_gpu=False, max_experiments=max_experiments, rules=rules or Rules(),
+                 revisit=revisit),
         evaluate=harness.evaluate, compare=harness.compare, clock=lambda: clock[0],
     )  # fmt: skip
     if begin:

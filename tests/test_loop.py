@@ -78,16 +78,21 @@ def test_reverted_commits_stay_reachable_off_the_branch(tmp_path):
 
 
 def test_tuner_never_repeats_a_config(tmp_path):
-    loop, harness = make_loop(tmp_path, max_experiments=12)
+    loop, _ = make_loop(tmp_path, max_experiments=14)
     loop.run()
-    configs = [repr(sorted(read_config(s)[0].items())) for s in harness.evaluated]
-    assert len(configs) == len(set(configs)) >= 6
+    got = rows(tmp_path)
+    sources = [git(tmp_path, "show", f"{r['commit']}:kernel.py") for r in got
+               if r["agent"] in ("tuner", "starter")]  # fmt: skip
+    configs = [repr(sorted(read_config(s)[0].items())) for s in sources]
+    assert len(configs) == len(set(configs)) >= 10
+    # five reverts in a row end round 1; round 2 re-measures the best and searches on
+    assert any(r["agent"] == "best" for r in got) and load(tmp_path).targets[0].rounds == 2
 
 
 def test_five_reverts_in_a_row_move_on_and_commit_the_best(tmp_path):
     slower = FakeHarness(speed=lambda c: 100.0 if c["BLOCK_SIZE"] == 4096 else 150.0)
     agent = ScriptedAgent([set_config(num_warps=w) for w in (1, 2, 4, 16)] + [planted("FAIL")])
-    loop, _ = make_loop(tmp_path, slower, agent=agent)
+    loop, _ = make_loop(tmp_path, slower, agent=agent, revisit=False)
     loop.run()
     state = load(tmp_path)
     ts = state.targets[0]
@@ -159,7 +164,7 @@ def test_agent_with_nothing_left_moves_on(tmp_path):
 
 def test_invalid_replies_commit_nothing_and_count_toward_moving_on(tmp_path):
     agent = ScriptedAgent([invalid(7) for _ in range(5)])
-    loop, _ = make_loop(tmp_path, agent=agent)
+    loop, _ = make_loop(tmp_path, agent=agent, revisit=False)
     loop.run()
     state = load(tmp_path)
     assert len(rows(tmp_path)) == 1  # the baseline only: nothing committed, nothing recorded
@@ -226,3 +231,26 @@ def test_resume_refuses_a_branch_someone_else_committed_to(tmp_path):
     git(tmp_path, "commit", "-qm", "user commit")
     with pytest.raises(RunError, match="someone committed"):
         reopen(tmp_path, harness).run()
+
+
+def test_a_target_moved_on_from_comes_back_when_time_is_left(tmp_path):
+    two = [Target("softmax", "softmax", share=0.6), Target("rmsnorm", "rmsnorm", share=0.4)]
+    script = [set_config(num_warps=w) for w in (1, 2, 4, 16, 1)]  # softmax: 5 slower
+    script += [None]  # rmsnorm: nothing to try, finished for good
+    script += [set_config(BLOCK_SIZE=8192)]  # softmax, round 2: from its best kernel
+    agent = ScriptedAgent(script)
+    loop, _ = make_loop(tmp_path, agent=agent, targets=two, max_experiments=9)
+    loop.run()
+    got = rows(tmp_path)
+    soft = load(tmp_path).target("softmax")
+    assert soft.rounds == 2 and load(tmp_path).target("rmsnorm").final
+    back = next(r for r in got if r["agent"] == "best")
+    assert back["target"] == "softmax" and back["status"] == "keep"
+    # round 2's first commit is softmax's best kernel, on top of rmsnorm's commits: nothing
+    # of the other target is rewound
+    assert [r["target"] for r in got] == ["softmax"] * 6 + ["rmsnorm"] + ["softmax"] * 2
+    baseline_kernel = git(tmp_path, "show", f"{got[0]['commit']}:kernel.py")
+    assert git(tmp_path, "show", f"{back['commit']}:kernel.py") == baseline_kernel
+    assert got[-1]["status"] == "keep"
+    rms_commit = got[6]["commit"]  # raises if rmsnorm's commit fell off the branch:
+    git(tmp_path, "merge-base", "--is-ancestor", rms_commit, "HEAD")
