@@ -176,8 +176,13 @@ class Loop:
             ts.rebase = False
             self._start_target(ts)
             return
+        source = self.ws.show(ts.best_commit)
+        if source == self.ws.kernel_path.read_text():  # nothing happened in between: go on
+            ts.best_commit, ts.rebase = self.ws.head(), False
+            self._save()
+            return
         hypothesis = f"round {ts.rounds}: the best {ts.name} kernel so far, re-measured"
-        self._commit(ts, self.ws.show(ts.best_commit), hypothesis, "best", 0, baseline=True)
+        self._commit(ts, source, hypothesis, "best", 0, baseline=True)
         self._evaluate_in_flight()
 
     def _experiment(self, ts: TargetState) -> None:
@@ -279,7 +284,8 @@ class Loop:
         if decision.status == "keep":
             ts.best, ts.best_commit, self.state.head = cand, sha, sha
             if f["baseline"]:
-                ts.baseline = ts.baseline or cand
+                if ts.baseline is None or ts.kept == 0:  # still the starter: fresher figure
+                    ts.baseline = cand
                 ts.rebase = False
             else:
                 ts.kept += 1

@@ -86,3 +86,17 @@ def test_measured_ceilings_are_plausible():
     assert c is not None and spec is not None
     assert 0.3 * spec.mem_bandwidth_gbs < c.copy_gbs < 1.05 * spec.mem_bandwidth_gbs
     assert 0.3 * spec.bf16_tflops < c.matmul_tflops_bf16 < 1.05 * spec.bf16_tflops
+
+
+def test_interleaved_compare_of_two_honest_kernels_on_gpu(tmp_path):
+    """The keep rule's tie-breaker must work on a GPU: the harness's own timing code may create
+    streams, which the stream guard must not blame on the kernels (it did, on the H200)."""
+    from autokernel.harness.sandbox import compare
+
+    best, cand = tmp_path / "best.py", tmp_path / "cand.py"
+    source = (KERNELS / "softmax.py").read_text()
+    best.write_text(source)
+    cand.write_text(source)
+    result = compare(best, cand, Options(quick=True, seed=3), rounds=3)
+    assert result.error is None, result.error
+    assert 0.9 < result.ratio < 1.1 and result.sizes

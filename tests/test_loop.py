@@ -85,8 +85,9 @@ def test_tuner_never_repeats_a_config(tmp_path):
                if r["agent"] in ("tuner", "starter")]  # fmt: skip
     configs = [repr(sorted(read_config(s)[0].items())) for s in sources]
     assert len(configs) == len(set(configs)) >= 10
-    # five reverts in a row end round 1; round 2 re-measures the best and searches on
-    assert any(r["agent"] == "best" for r in got) and load(tmp_path).targets[0].rounds == 2
+    # five reverts in a row end round 1; round 2 searches on from the best (still in place,
+    # so it is not re-measured)
+    assert load(tmp_path).targets[0].rounds >= 2 and not any(r["agent"] == "best" for r in got)
 
 
 def test_five_reverts_in_a_row_move_on_and_commit_the_best(tmp_path):

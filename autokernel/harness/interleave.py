@@ -119,6 +119,7 @@ def compare_kernels(
     dtype: torch.dtype,
     rounds: int = ROUNDS,
     progress: Callable[[str], None] = lambda s: None,
+    checking: Callable[[bool], None] = lambda on: None,
 ) -> Comparison:
     """Check both kernels once per size, then time them in `rounds` alternating rounds with
     the harness's one timing path. A wrong output ends the comparison with error set."""
@@ -129,7 +130,9 @@ def compare_kernels(
         label = spec.label(size)
         progress(f"compare {label}: checking")
         args = best.inputs(spec.make_inputs, size, dtype, "compare", label)
+        checking(True)
         error = _check_both(evs, args, label, dtype)
+        checking(False)
         if error:
             return Comparison(sizes=done, error=error)
         try:

@@ -44,9 +44,10 @@ def _load_candidate(path: Path, name: str = "autokernel_candidate"):
     return module
 
 
-def _install_stream_guard(torch) -> list[str]:
+def _install_stream_guard(torch, active: list[bool] | None = None) -> list[str]:
     """Record any attempt to create or switch CUDA streams (the static guard forbids naming
-    them; this catches a path around it)."""
+    them; this catches a path around it). With `active`, only while active[0] is true: the
+    harness's own timing code may create streams."""
     seen: list[str] = []
     for name in ("Stream", "set_stream", "stream", "ExternalStream"):
         original = getattr(torch.cuda, name, None)
@@ -54,7 +55,8 @@ def _install_stream_guard(torch) -> list[str]:
             continue
 
         def wrapped(*a, __name=name, __orig=original, **k):
-            seen.append(f"torch.cuda.{__name}")
+            if active is None or active[0]:
+                seen.append(f"torch.cuda.{__name}")
             return __orig(*a, **k)
 
         setattr(torch.cuda, name, wrapped)
@@ -178,7 +180,10 @@ def compare(req: dict[str, Any], progress: Progress) -> Any:
     from autokernel.harness.stages import Evaluation
 
     device, spec, dtype = _setting(req)
-    stream_uses = _install_stream_guard(torch) if device.type == "cuda" else []
+    # Both kernels passed a full evaluation (stream guard included) before they get here; the
+    # guard watches their checked calls, not the timing code, which may create streams itself.
+    checking = [True]
+    stream_uses = _install_stream_guard(torch, checking) if device.type == "cuda" else []
     progress("import")
     evs = []
     for i, (role, file) in enumerate(zip(ROLES, req["files"], strict=True)):
@@ -193,7 +198,10 @@ def compare(req: dict[str, Any], progress: Progress) -> Any:
             spec, kernel_fn, device, int(req["seed"]), tuple(req.get("extra_sizes") or ()),
             bool(req.get("quick")), req.get("guards", True),
         ))  # fmt: skip
-    result = compare_kernels(evs[0], evs[1], bench_sizes(evs[0]), dtype, req["rounds"], progress)
+    result = compare_kernels(
+        evs[0], evs[1], bench_sizes(evs[0]), dtype, req["rounds"], progress,
+        checking=lambda on: checking.__setitem__(0, on),
+    )  # fmt: skip
     if stream_uses and not result.error:
         result.error = f"a kernel used {', '.join(sorted(set(stream_uses)))}"
     return result
