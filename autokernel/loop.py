@@ -18,6 +18,7 @@ from autokernel import briefing
 from autokernel.agents.base import Agent, AgentError, AgentStopped, InvalidReply
 from autokernel.agents.tuner import read_config
 from autokernel.harness import sandbox
+from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
 from autokernel.keep_rule import Decision, Remeasure, decide, score
 from autokernel.results import ResultsLog
@@ -28,6 +29,7 @@ from orchestrate import (
     Score,
     State,
     TargetState,
+    geomean,
     move_on_reason,
     next_target,
     reopen,
@@ -73,7 +75,7 @@ class Loop:
         settings: Settings,
         reporter: Reporter | None = None,
         evaluate: Callable[..., Verdict] | None = None,
-        compare: Callable[..., object] | None = None,
+        compare: Callable[..., Comparison] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ws, self.state, self.agent, self.results = ws, state, agent, results
@@ -403,7 +405,15 @@ class Loop:
         best.write_text(self.ws.show(ts.best_commit))
         self.reporter.phase(f"close to the best: re-timing both, interleaved [{ts.name}]")
         cmp = self._compare(best, self.ws.kernel_path, self._options(ts))
-        return Remeasure(cmp.ratio, cmp.noise, cmp.error)  # type: ignore[attr-defined]
+        if cmp.error:
+            return Remeasure(1.0, 0.0, cmp.error)
+        labels = self._labels(ts)  # the model's real shapes decide, as they do in the score
+        chosen = [s for s in cmp.sizes if labels and s["size"] in labels]
+        if not chosen:
+            return Remeasure(cmp.ratio, cmp.noise)
+        ratio = geomean([s["ratio"] for s in chosen]) or 1.0
+        noise = geomean([max(s["noise"], 1e-9) for s in chosen]) or 0.0
+        return Remeasure(ratio, noise)
 
     def _phase(self, f: dict) -> Callable[[str], None]:
         prefix = f"exp {f['experiment']} [{f['target']}]: evaluating"

@@ -40,7 +40,7 @@ class FakeHarness:
     spread: float = 0.01  # relative p20-p80
     seconds_per_eval: float = 0.0
     clock: list[float] | None = None  # advanced by seconds_per_eval on each evaluation
-    compare_result: tuple[float, float] = (1.0, 0.01)
+    compare_result: tuple = (1.0, 0.01)  # ratio, noise[, per-size entries]
     evaluated: list[str] = field(default_factory=list)
     compared: int = 0
     hook: object = None  # called with the source before the verdict is returned
@@ -73,8 +73,9 @@ class FakeHarness:
 
     def compare(self, best: Path, candidate: Path, opts=None):
         self.compared += 1
-        ratio, noise = self.compare_result
-        return SimpleNamespace(ratio=ratio, noise=noise, error=None)
+        ratio, noise = self.compare_result[:2]
+        sizes = self.compare_result[2] if len(self.compare_result) > 2 else []
+        return SimpleNamespace(ratio=ratio, noise=noise, error=None, sizes=sizes)
 
 
 class ScriptedAgent:

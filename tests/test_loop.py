@@ -255,3 +255,18 @@ def test_a_target_moved_on_from_comes_back_when_time_is_left(tmp_path):
     assert got[-1]["status"] == "keep"
     rms_commit = got[6]["commit"]  # raises if rmsnorm's commit fell off the branch:
     git(tmp_path, "merge-base", "--is-ancestor", rms_commit, "HEAD")
+
+
+def test_close_calls_are_decided_at_the_models_real_shapes(tmp_path):
+    speeds = {8: 100.0, 4: 95.0}
+    harness = FakeHarness(speed=lambda c: speeds[c["num_warps"]], spread=0.1)
+    sizes = [
+        {"size": "64x1024", "ratio": 1.2, "noise": 0.01},  # a spec size: faster there
+        {"size": "8x4096", "ratio": 0.97, "noise": 0.01},
+    ]  # the model's shape: slower
+    harness.compare_result = (1.08, 0.01, sizes)
+    shaped = Target("softmax", "softmax", shapes=({"rows": 8, "cols": 4096},))
+    agent = ScriptedAgent([set_config(num_warps=4)])
+    loop, _ = make_loop(tmp_path, harness, agent=agent, targets=[shaped], max_experiments=2)
+    loop.run()
+    assert harness.compared == 1 and rows(tmp_path)[1]["status"] == "revert"
