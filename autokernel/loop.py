@@ -392,12 +392,12 @@ class Loop:
         st = self.settings
         return sandbox.Options(
             timeout_s=st.timeout_s, seed=st.seed, quick=st.quick, dtype=ts.target.dtype,
-            compile_baseline=st.compile_baseline, extra_sizes=[dict(s) for s in ts.target.shapes],
+            compile_baseline=st.compile_baseline, extra_sizes=_sizes(ts),
         )  # fmt: skip
 
     def _labels(self, ts: TargetState) -> set[str] | None:
         spec = get_spec(ts.target.kernel_type)
-        return {spec.label(s) for s in ts.target.shapes} or None
+        return {spec.label(s) for s in _sizes(ts)} or None
 
     def _remeasure(self, ts: TargetState) -> Remeasure:
         assert ts.best_commit is not None
@@ -459,3 +459,10 @@ def _failure_text(verdict: Verdict) -> str:
     if verdict.stderr_tail:
         parts.append("stderr (tail):\n" + verdict.stderr_tail[-3000:])
     return "\n".join(parts)
+
+
+def _sizes(ts: TargetState) -> list[dict]:
+    """The target's real shapes as harness sizes; size-level arguments a spec reads from the
+    size (attention's causal flag) come from the plan's args."""
+    extra = {k: int(v) for k, v in ts.target.args.items() if k == "causal"}
+    return [{**s, **extra} for s in ts.target.shapes]

@@ -1,0 +1,134 @@
+"""The `autokernel profile` command and its Rich view of a Profile.
+
+The command is thin: options, load the model, profile, write the plan, render. The lead
+registers `profile_command` on the Typer app; errors become a message and exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from autokernel.profiler import ITERS, WARMUP, Profile, Row, run_profile, write_plan
+from autokernel.specs import get_spec
+
+SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
+
+
+def _shape(row: Row) -> str:
+    if not row.is_target or not row.shape:
+        return ""
+    return get_spec(row.kind).label(row.shape)
+
+
+def _args(row: Row) -> str:
+    return ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.args.items()
+    )
+
+
+def _gain(x: float) -> str:
+    return "∞" if x == float("inf") else f"{x:.2f}x"
+
+
+def profile_table(prof: Profile) -> Table:
+    unit = "CUDA kernel time" if prof.device == "cuda" else "CPU time"
+    t = Table(title=f"{prof.model}: {unit} per forward, {prof.dtype}", title_justify="left")
+    for col in ("#", "type", "shape", "dtype", "args", "ms", "%", "cum %", "calls", "2x →",
+                "free →", "modules"):  # fmt: skip
+        t.add_column(col, justify="right" if col in ("#", "ms", "%", "cum %", "calls") else "left")
+    cum, other_shown = 0.0, 0
+    for i, r in enumerate(prof.rows, 1):
+        cum += r.share
+        if not r.is_target:
+            other_shown += 1
+            if other_shown > SHOWN_OTHER:
+                continue
+        t.add_row(
+            str(i), r.kind if r.is_target else f"other: {r.name}", _shape(r), r.dtype or "",
+            _args(r), f"{r.ms:.3f}", f"{100 * r.share:.1f}", f"{100 * cum:.1f}", str(r.calls),
+            _gain(r.amdahl(2.0)), _gain(r.amdahl(float("inf"))), ", ".join(r.where),
+            style=None if r.is_target else "dim",
+        )  # fmt: skip
+    if prof.overhead_ms > 0:
+        share = prof.overhead_ms / prof.total_ms if prof.total_ms else 0.0
+        t.add_row("", "python overhead", "", "", "between ops", f"{prof.overhead_ms:.3f}",
+                  f"{100 * share:.1f}", "", "", "", "", "", style="dim")  # fmt: skip
+    return t
+
+
+def check_line(prof: Profile) -> Text:
+    """The no-double-counting check, stated with its numbers."""
+    what = "kernel time" if prof.device == "cuda" else "forward CPU time"
+    ok = prof.consistent
+    text = Text(
+        f"check: attributed {prof.attributed_ms:.3f} ms (rows + overhead, self times) vs "
+        f"{what} {prof.total_ms:.3f} ms vs profiler self-time total "
+        f"{prof.profiler_total_ms:.3f} ms: {'consistent' if ok else 'MISMATCH'}; "
+        f"wall {prof.wall_ms:.3f} ms per forward over {prof.iterations} iterations",
+        "green" if ok else "bold red",
+    )
+    return text
+
+
+def profile_view(prof: Profile) -> Group:
+    from autokernel import gpu
+    from autokernel.render import machine_view
+
+    parts: list = [machine_view(gpu.detect(), None)]
+    if prof.device != "cuda":
+        parts.append(Text("no CUDA: CPU time (self CPU time of aten ops)", "yellow"))
+    parts += [profile_table(prof), check_line(prof)]
+    return Group(*parts)
+
+
+def profile_command(
+    file: Annotated[
+        Path | None, typer.Argument(help="Model file (KernelBench convention: Model, get_inputs).")
+    ] = None,
+    class_name: Annotated[
+        str | None,
+        typer.Option("--class", help="Model class in FILE, or package.module.Class."),
+    ] = None,
+    input_shape: Annotated[
+        str | None, typer.Option(help="Input shape for --class/--hf-config, e.g. 2x128.")
+    ] = None,
+    hf_config: Annotated[
+        str | None, typer.Option(help="Hugging Face config name or config.json (no weights).")
+    ] = None,
+    dtype: Annotated[
+        str | None, typer.Option(help="Model dtype (default bfloat16 on GPU, float32 on CPU).")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N.")] = None,
+    iters: Annotated[int, typer.Option(min=1, help="Profiled forwards.")] = ITERS,
+    warmup: Annotated[int, typer.Option(min=0, help="Forwards before profiling.")] = WARMUP,
+    out: Annotated[Path, typer.Option(help="Where to write the plan.")] = Path("plan.yaml"),
+    trace: Annotated[Path | None, typer.Option(help="Also write a Chrome trace here.")] = None,
+) -> None:
+    """Profile a model: ranked table of kernel time with Amdahl what-ifs; writes plan.yaml."""
+    from autokernel.model_input import ModelInputError, ModelSource, load_model, parse_input_shape
+
+    console, err = Console(), Console(stderr=True)
+    try:
+        shape = parse_input_shape(input_shape) if input_shape else None
+        src = ModelSource(file, class_name, shape, hf_config, dtype, device)
+        with console.status("loading the model…"):
+            loaded = load_model(src)
+        with console.status(f"profiling {iters} forwards after {warmup} warm-up…"):
+            prof = run_profile(loaded, iters=iters, warmup=warmup, trace=trace)
+    except ModelInputError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    console.print(profile_view(prof))
+    if not prof.targets:
+        err.print("[bold red]error:[/] no kernel targets found; plan not written")
+        raise typer.Exit(2)
+    write_plan(prof, out)
+    console.print(f"plan written to {out} ({len(prof.targets)} targets)", style="dim")
+    if trace is not None:
+        console.print(f"Chrome trace written to {trace}", style="dim")

@@ -1,0 +1,211 @@
+"""`autokernel profile`: where a model's time goes, as kernel targets with real shapes.
+
+The model runs a few warm-up forwards outside the profiler (first-call allocations and
+autotuning are not what a night of optimizing can win back), then `iters` forwards under
+torch.profiler with shapes recorded. The time is attributed once per op (see attribution.py),
+instances of the same kernel type, shape, dtype and arguments are grouped into one target, and
+the targets are ranked by time. plan.yaml keeps the kernel-type targets for `autokernel run`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from autokernel.attribution import FORWARD_LABEL, KERNEL_TYPES, Attribution, Instance, attribute
+from autokernel.model_input import LoadedModel
+from autokernel.module_calls import ModuleRecorder
+
+WARMUP = 3  # forwards before profiling
+ITERS = 5  # profiled forwards; times are per forward (mean)
+PLAN_DTYPES = ("float16", "bfloat16", "float32")  # what the harness benchmarks
+CHECK_TOLERANCE = 0.01  # attributed time must match the profiler's total within 1 %
+
+
+@dataclass
+class Row:
+    """One line of the profile: a kernel target, or an op listed as 'other'."""
+
+    kind: str  # kernel type or "other"
+    name: str  # the op or module class that owns the time
+    shape: dict[str, int]
+    dtype: str | None
+    args: dict[str, object]
+    ms: float  # per forward
+    calls: int  # per forward
+    share: float  # of the profile's total
+    where: list[str] = field(default_factory=list)  # module path patterns
+
+    @property
+    def is_target(self) -> bool:
+        return self.kind in KERNEL_TYPES
+
+    def amdahl(self, speedup: float) -> float:
+        """End-to-end speedup if this row alone ran `speedup` times faster (inf: free)."""
+        rest = 1.0 - self.share + (0.0 if speedup == float("inf") else self.share / speedup)
+        return 1.0 / rest if rest > 0 else float("inf")
+
+
+@dataclass
+class Profile:
+    model: str
+    device: str  # "cuda" or "cpu"
+    dtype: str
+    iterations: int
+    rows: list[Row]  # ranked by time, targets and 'other' together
+    total_ms: float  # per forward: CUDA kernel time, or CPU time of the forward
+    attributed_ms: float  # per forward: the rows plus overhead, summed from self times
+    profiler_total_ms: float  # per forward: the profiler's own total of self times
+    overhead_ms: float  # per forward, CPU only: Python between ops
+    wall_ms: float  # per forward, measured with a timer around the profiled loop
+
+    @property
+    def targets(self) -> list[Row]:
+        return [r for r in self.rows if r.is_target]
+
+    @property
+    def consistent(self) -> bool:
+        """Nothing counted twice or lost: the attributed sum equals both totals."""
+        tol = CHECK_TOLERANCE * max(self.total_ms, 1e-9)
+        return (
+            abs(self.attributed_ms - self.total_ms) <= tol
+            and abs(self.attributed_ms - self.profiler_total_ms) <= tol
+        )
+
+
+def run_profile(
+    loaded: LoadedModel, iters: int = ITERS, warmup: int = WARMUP, trace: Path | None = None
+) -> Profile:
+    """Profile `iters` warm forwards of the loaded model and rank what their time went to."""
+    cuda = loaded.device.type == "cuda"
+    for _ in range(warmup):
+        loaded.run()
+    _sync(cuda)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    recorder = ModuleRecorder(loaded.model)
+    try:
+        with profile(activities=activities, record_shapes=True) as prof:
+            start = time.perf_counter()
+            for _ in range(iters):
+                with record_function(FORWARD_LABEL):
+                    loaded.run()
+            _sync(cuda)
+            wall = time.perf_counter() - start
+    finally:
+        recorder.remove()
+    if trace is not None:
+        prof.export_chrome_trace(str(trace))
+    result = attribute(list(prof.events()), recorder, device=cuda, iterations=iters)
+    return _summarize(loaded, result, wall * 1e3 / iters)
+
+
+def _sync(cuda: bool) -> None:
+    if cuda:
+        torch.cuda.synchronize()
+
+
+def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Profile:
+    n = result.iterations
+    per = 1e-3 / n  # µs summed over n forwards → ms per forward
+    total_ms = result.forward_us * per
+    groups: dict[tuple, list[Instance]] = {}
+    for inst in result.instances:
+        if inst.kind in KERNEL_TYPES:
+            key = (
+                inst.kind,
+                tuple(sorted(inst.shape.items())),
+                inst.dtype,
+                tuple(sorted((k, repr(v)) for k, v in inst.args.items())),
+            )
+        else:
+            key = ("other", inst.name)
+        groups.setdefault(key, []).append(inst)
+    rows = []
+    for members in groups.values():
+        first = members[0]
+        ms = sum(m.us for m in members) * per
+        if ms == 0 and first.kind not in KERNEL_TYPES:
+            continue  # on CUDA: views, reshapes and other ops that launch no kernel
+        rows.append(
+            Row(
+                kind=first.kind,
+                name=first.name,
+                shape=first.shape,
+                dtype=first.dtype,
+                args=first.args,
+                ms=ms,
+                calls=max(1, round(len(members) / n)),
+                share=ms / total_ms if total_ms > 0 else 0.0,
+                where=sorted({m.where for m in members if m.where}),
+            )
+        )
+    rows.sort(key=lambda r: r.ms, reverse=True)
+    attributed = sum(r.ms for r in rows) + result.overhead_us * per
+    return Profile(
+        model=loaded.name,
+        device=loaded.device.type,
+        dtype=str(loaded.dtype).removeprefix("torch."),
+        iterations=n,
+        rows=rows,
+        total_ms=total_ms,
+        attributed_ms=attributed,
+        profiler_total_ms=result.profiler_total_us * per,
+        overhead_ms=result.overhead_us * per,
+        wall_ms=wall_ms,
+    )
+
+
+def target_names(rows: list[Row]) -> list[str]:
+    """'rmsnorm' for the biggest of its type, then 'rmsnorm_2', 'rmsnorm_3', ..."""
+    seen: dict[str, int] = {}
+    names = []
+    for r in rows:
+        seen[r.kind] = seen.get(r.kind, 0) + 1
+        names.append(r.kind if seen[r.kind] == 1 else f"{r.kind}_{seen[r.kind]}")
+    return names
+
+
+def plan_data(prof: Profile) -> dict:
+    """The plan.yaml content: kernel targets first (what `autokernel run` reads), then the
+    context a reader needs (totals, what was left as 'other')."""
+    targets = prof.targets
+    return {
+        "model": prof.model,
+        "device": prof.device,
+        "dtype": prof.dtype,
+        "time": "cuda kernel time" if prof.device == "cuda" else "cpu time (no CUDA)",
+        "total_ms": round(prof.total_ms, 4),
+        "targets": [
+            {
+                "name": name,
+                "kernel_type": r.kind,
+                "shapes": [dict(r.shape)] if r.shape else [],
+                "dtype": r.dtype if r.dtype in PLAN_DTYPES else None,
+                "share": round(r.share, 4),
+                "calls": r.calls,
+                "ms": round(r.ms, 4),
+                "args": dict(r.args),
+                "modules": r.where,
+            }
+            for name, r in zip(target_names(targets), targets, strict=True)
+        ],
+        "other": [
+            {"name": r.name, "ms": round(r.ms, 4), "share": round(r.share, 4), "calls": r.calls}
+            for r in prof.rows
+            if not r.is_target
+        ],
+    }
+
+
+def write_plan(prof: Profile, path: Path) -> None:
+    import yaml
+
+    if not prof.targets:
+        raise ValueError("no kernel targets found; nothing to write to the plan")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(yaml.safe_dump(plan_data(prof), sort_keys=False))
+    tmp.replace(path)
