@@ -18,6 +18,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # reflows docstring paragraphs instead of keeping line breaks
 )
 console = Console()
 err = Console(stderr=True)
@@ -176,7 +177,7 @@ def run(
         Path, typer.Option("--workspace", "-w", help="Directory of the run (a git repo).")
     ] = Path("."),
     tag: Annotated[
-        str | None, typer.Option(help="Branch name autokernel/<tag> (default: date-time).")
+        str | None, typer.Option(help="Branch name autokernel/TAG (default: date-time).")
     ] = None,
     timeout: Annotated[
         float | None, typer.Option(help="Wall-clock limit per evaluation, seconds.")
@@ -190,7 +191,7 @@ def run(
     ] = None,
 ) -> None:
     """The overnight loop: an agent edits kernel.py, the harness checks and times it, the change
-    is kept or reverted. One git commit per experiment on branch autokernel/<tag>, one row per
+    is kept or reverted. One git commit per experiment on branch autokernel/TAG, one row per
     experiment in results.tsv, state in .autokernel/. Ctrl-C stops after the current experiment;
     `--resume` continues. Without a GPU it runs the Triton interpreter at small sizes."""
     from autokernel.session import RunRequest, SessionError, execute, prepare, summary
@@ -231,6 +232,17 @@ def status(
         raise fail(f"no run in {workspace.resolve()}: start one with `autokernel run`", 1)
     for line in orchestrate.status_lines(state):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+# Commands whose options live with their implementation; registered here so `autokernel --help`
+# lists them in the order a user meets them.
+from autokernel.profile_view import profile_command  # noqa: E402
+from autokernel.report import report_command  # noqa: E402
+from autokernel.verify import verify_command  # noqa: E402
+
+app.command("profile")(profile_command)
+app.command("verify")(verify_command)
+app.command("report")(report_command)
 
 
 def main() -> None:

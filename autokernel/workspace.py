@@ -23,7 +23,7 @@ BRANCH_PREFIX = "autokernel/"
 ATTEMPT_PREFIX = "refs/autokernel/attempts/"
 KERNEL = "kernel.py"
 # Untracked by design: rows and state must survive reverts and never show up as user changes.
-EXCLUDED = ("/results.tsv", "/.autokernel/")
+EXCLUDED = ("/results.tsv", "/.autokernel/", "/progress.png")
 DEFAULT_NAME = "autokernel"
 DEFAULT_EMAIL = "autokernel@localhost"
 # Unattended commits of generated code: a user's pre-commit hook or GPG prompt must not stall

@@ -1,0 +1,470 @@
+"""`autokernel report`: the morning view of a run, from results.tsv and the orchestrator state.
+
+results.tsv is the ground truth for every figure (it survives reverts and crashes); the state
+file adds what only the orchestrator knows: each target's share of the model's time, the time
+spent on it, why it was moved on from, and the commits holding its best kernel. Without the
+state file the report still works, minus the shares and hence the whole-model estimate.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich import box
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from autokernel.results import ResultsLog
+
+RESULTS_FILE = "results.tsv"
+PNG_FILE = "progress.png"
+BASELINE_AGENTS = ("starter", "best")  # rows that measure a known kernel, not a proposal
+FAILED = ("fail", "crash", "timeout", "rejected")
+TOP_KEPT = 5  # kept experiments listed by gain
+MATPLOTLIB_HINT = "pip install matplotlib (or pip install 'autokernel[report]')"
+
+
+class ReportError(Exception):
+    """Nothing to report, or a file that cannot be read; the message says what to do."""
+
+
+@dataclass
+class Point:
+    """One experiment as plotted: its speedup vs the target's baseline (None: no timing)."""
+
+    experiment: int
+    status: str
+    agent: str
+    latency_us: float | None
+    speedup: float | None
+
+
+@dataclass
+class TargetReport:
+    name: str
+    kernel_type: str
+    status: str = "unknown"  # pending, active, done; unknown without the state file
+    share: float | None = None  # of the model's GPU time; None without the state file
+    baseline_us: float | None = None
+    baseline_note: str = "not measured yet"
+    baseline_vs_eager: float | None = None
+    baseline_vs_compile: float | None = None
+    best_us: float | None = None
+    best_experiment: int | None = None
+    best_commit: str | None = None
+    speedup_vs_starter: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    pct_peak: float | None = None
+    throughput: float | None = None
+    unit: str = ""
+    experiments: int = 0  # rows, measurements of known kernels included
+    kept: int = 0
+    reverted: int = 0
+    failed: int = 0  # fail + crash + timeout + rejected
+    remeasured: int = 0  # rows of agent "best": the current best kernel timed again
+    seconds: float = 0.0
+    seconds_source: str = "harness_s"  # "state": loop time incl. agents; else harness time only
+    tokens: int = 0
+    reason: str = ""
+    optimized_commit: str | None = None
+    points: list[Point] = field(default_factory=list)
+
+
+@dataclass
+class Kept:
+    experiment: int
+    target: str
+    commit: str
+    description: str
+    gain: float | None  # previous best's µs / this µs
+    speedup_vs_starter: float | None
+
+
+@dataclass
+class Report:
+    workspace: str
+    results: str
+    rows: int
+    targets: list[TargetReport]
+    top_kept: list[Kept]
+    amdahl: float | None
+    amdahl_note: str
+    tag: str | None = None
+    agent: str | None = None
+    hours: float | None = None
+    seconds: float | None = None
+    ended: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _num(text: str | None) -> float | None:
+    try:
+        value = float(text) if text not in (None, "", "-") else None
+    except ValueError:
+        return None
+    return value if value is not None and value == value else None  # nan → None
+
+
+def _median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def amdahl(pairs: list[tuple[float, float | None]]) -> float:
+    """Whole-model speedup from (share, speedup) per target: 1 / (Σ share/s + rest).
+
+    A target without a measured speedup runs as before (s = 1); shares summing past 1 leave no
+    rest rather than a negative one."""
+    total = sum(share for share, _ in pairs)
+    time = sum(share / (s if s and s > 0 else 1.0) for share, s in pairs)
+    return 1.0 / (time + max(0.0, 1.0 - total))
+
+
+def _target(name: str, rows: list[dict[str, str]]) -> TargetReport:
+    """Counts, baseline, best and plot points of one target from its rows (experiment order)."""
+    t = TargetReport(name=name, kernel_type=rows[0].get("kernel_type", "-"))
+    t.experiments = len(rows)
+    starter = next((r for r in rows if r.get("agent") == "starter"), None)
+    first_keep = next(
+        (i for i, r in enumerate(rows) if r["status"] == "keep" and r.get("agent") not in
+         BASELINE_AGENTS), len(rows),
+    )  # fmt: skip
+    # Re-measurements of the unchanged starter: the first timing may come from a cold machine.
+    again = [r for r in rows[:first_keep] if r.get("agent") == "best" and r["status"] == "keep"]
+    if again:
+        base = again
+        cold = _num(starter.get("latency_us")) if starter else None
+        t.baseline_note = (
+            f"median of {len(again)} re-measurements of the unchanged starter "
+            f"(exp {', '.join(r['experiment'] for r in again)})"
+            + (f"; its first measurement (exp {starter['experiment']}) gave {cold:.4g} µs"
+               if starter and cold is not None else "")
+        )  # fmt: skip
+    else:
+        base = [starter] if starter and starter["status"] == "keep" else []
+        t.baseline_note = (
+            f"the starter measured once (exp {starter['experiment']})"
+            if base
+            else "the starter has no timing"
+        )
+    t.baseline_us = _median([_num(r.get("latency_us")) for r in base])
+    t.baseline_vs_eager = _median([_num(r.get("speedup_vs_eager")) for r in base])
+    t.baseline_vs_compile = _median([_num(r.get("speedup_vs_compile")) for r in base])
+
+    for r in rows:
+        us = _num(r.get("latency_us"))
+        n = int(r["experiment"])
+        status, agent = r["status"], r.get("agent", "-")
+        t.points.append(Point(n, status, agent, us, _ratio(t.baseline_us, us)))
+        t.seconds += _num(r.get("harness_s")) or 0.0
+        t.tokens += int(_num(r.get("tokens")) or 0)
+        if status == "keep":
+            if agent in BASELINE_AGENTS:
+                t.remeasured += agent == "best"
+            else:
+                t.kept += 1
+            t.best_us, t.best_experiment, t.best_commit = us, n, r.get("commit")
+            t.speedup_vs_eager = _num(r.get("speedup_vs_eager"))
+            t.speedup_vs_compile = _num(r.get("speedup_vs_compile"))
+            t.pct_peak, t.throughput = _num(r.get("pct_peak")), _num(r.get("throughput"))
+            t.unit = r.get("unit", "")
+        elif status == "revert":
+            t.reverted += 1
+        elif status in FAILED:
+            t.failed += 1
+    # The best kernel is still the starter: by definition no faster than itself.
+    still_starter = 1.0 if t.best_us is not None else None
+    t.speedup_vs_starter = _ratio(t.baseline_us, t.best_us) if t.kept else still_starter
+    return t
+
+
+def _top_kept(
+    by_target: dict[str, list[dict[str, str]]], reports: dict[str, TargetReport]
+) -> list[Kept]:
+    """Kept proposals ranked by their gain over the best kernel they replaced."""
+    kept = []
+    for name, rows in by_target.items():
+        best: float | None = None
+        for r in rows:
+            if r["status"] != "keep":
+                continue
+            us = _num(r.get("latency_us"))
+            if r.get("agent") not in BASELINE_AGENTS:
+                kept.append(
+                    Kept(int(r["experiment"]), name, r.get("commit", "-"), r.get("description", ""),
+                         _ratio(best, us), _ratio(reports[name].baseline_us, us))
+                )  # fmt: skip
+            best = us
+    kept.sort(key=lambda k: (-(k.gain or 0.0), k.experiment))
+    return kept[:TOP_KEPT]
+
+
+def build(workspace: Path) -> Report:
+    """The report of the run in `workspace`; ReportError when there is nothing to report."""
+    import orchestrate
+
+    root = Path(workspace).expanduser()
+    if not root.is_dir():
+        raise ReportError(f"{root} is not a directory: pass the run's --workspace")
+    path = root / RESULTS_FILE
+    if not path.exists():
+        raise ReportError(f"nothing to report: no {path} — run `autokernel run` first")
+    try:
+        rows = ResultsLog(path).read()
+    except OSError as exc:
+        raise ReportError(f"cannot read {path}: {exc}") from None
+    rows = [r for r in rows if r.get("experiment", "").isdigit() and r.get("target")]
+    if not rows:
+        raise ReportError(
+            f"nothing to report: {path} has no experiments yet — run `autokernel run`"
+        )
+    notes: list[str] = []
+    try:
+        state = orchestrate.load(root)
+    except ValueError as exc:
+        state = None
+        notes.append(f"state file unreadable ({exc}); reporting from results.tsv alone")
+    by_target: dict[str, list[dict[str, str]]] = {}
+    for r in sorted(rows, key=lambda r: int(r["experiment"])):
+        by_target.setdefault(r["target"], []).append(r)
+    reports = {name: _target(name, rs) for name, rs in by_target.items()}
+    if state is None:
+        if not notes:
+            notes.append("no state file (.autokernel/state.json): shares, reasons and loop time "
+                         "unknown")  # fmt: skip
+    else:
+        for ts in state.targets:
+            t = reports.setdefault(ts.name, TargetReport(ts.name, ts.target.kernel_type))
+            t.status, t.share, t.reason = ts.status, ts.target.share, ts.reason
+            t.seconds, t.seconds_source = ts.seconds, "state"
+            t.optimized_commit = ts.optimized_commit
+            if t.baseline_us is None and ts.baseline is not None:
+                t.baseline_us, t.baseline_note = ts.baseline.us, "from the state file"
+    targets = sorted(reports.values(), key=lambda t: (-(t.share or 0.0), t.name))
+    est, note = _estimate(targets, state is not None)
+    report = Report(
+        workspace=str(root.resolve()), results=str(path.resolve()), rows=len(rows),
+        targets=targets, top_kept=_top_kept(by_target, reports), amdahl=est, amdahl_note=note,
+        notes=notes,
+    )  # fmt: skip
+    if state is not None:
+        report.tag, report.agent, report.hours = state.tag, state.agent, state.hours
+        report.seconds, report.ended = state.seconds, state.ended
+    return report
+
+
+def _estimate(targets: list[TargetReport], have_state: bool) -> tuple[float | None, str]:
+    if not have_state:
+        return None, "no whole-model estimate: shares of the model's time are unknown without " \
+                     "the state file (.autokernel/state.json)"  # fmt: skip
+    pairs = [(t.share or 0.0, t.speedup_vs_eager) for t in targets]
+    total = sum(share for share, _ in pairs)
+    note = (
+        f"assumes each target's best kernel replaces eager PyTorch with its measured speedup at "
+        f"the benchmark sizes, over {total:.0%} of the model's time; the rest runs unchanged"
+    )
+    if len(targets) == 1 and targets[0].share == 1.0:
+        note += " (share 1.0 is the `--kernel` default: profile the model for its real share)"
+    if total > 1.0 + 1e-9:
+        note += f" (the shares sum to {total:.2f} > 1: no rest assumed)"
+    return amdahl(pairs), note
+
+
+def _f(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if x is None else f"{x:{spec}}{suffix}"
+
+
+def _duration(seconds: float, short: bool = False) -> str:
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f}{'h' if short else ' h'}"
+    return f"{seconds / 60:.0f}{'m' if short else ' min'}"
+
+
+def _headline(r: Report) -> str:
+    parts = [f"run {r.tag}" if r.tag else "run (no state file)", f"{r.rows} experiments"]
+    if r.agent:
+        parts.insert(1, f"agent {r.agent}")
+    if r.seconds is not None and r.hours is not None:
+        parts.append(f"{_duration(r.seconds)} of {r.hours:g} h")
+    return " · ".join(parts)
+
+
+COLUMNS = ("target", "type", "share", "starter µs", "best µs", "×starter", "×eager",
+           "×compile", "%peak", "kept", "reverted", "failed", "time")  # fmt: skip
+
+
+# Two-line headers keep the table within 80 columns with room for the target's name.
+TERMINAL = ("target", "share", "start\nµs", "best\nµs", "×\nstart", "×\neager", "×\ncompile",
+            "%\npeak", "kept", "rev", "fail", "time")  # fmt: skip
+
+
+def _cells(t: TargetReport, short: bool = False) -> list[str]:
+    """The row of COLUMNS."""
+    time = _duration(t.seconds, short) + ("" if t.seconds_source == "state" else "*")
+    return [
+        t.name, t.kernel_type, _f(t.share, ".0%"), _f(t.baseline_us, ".4g"), _f(t.best_us, ".4g"),
+        _f(t.speedup_vs_starter), _f(t.speedup_vs_eager), _f(t.speedup_vs_compile),
+        _f(t.pct_peak, ".0f"), str(t.kept), str(t.reverted), str(t.failed), time,
+    ]  # fmt: skip
+
+
+def _terminal_cells(t: TargetReport) -> list[str]:
+    """The type folds into the name (names are the type or type_N) to save a column."""
+    name, kind, *rest = _cells(t, short=True)
+    return [name if name.startswith(kind) else f"{name} ({kind})", *rest]
+
+
+def _why(t: TargetReport) -> str:
+    """Status, why it moved on, where its best kernel is in git, what the baseline is."""
+    parts = [] if t.status == "unknown" else [t.status]
+    if t.reason:
+        parts.append(f"moved on: {t.reason}")
+    if t.optimized_commit:
+        parts.append(f"best kernel: git show {t.optimized_commit[:12]}:optimized/{t.name}.py")
+    elif t.best_commit and t.best_commit != "-":
+        parts.append(f"best kernel: git show {t.best_commit[:12]}:kernel.py")
+    parts.append(f"baseline: {t.baseline_note}")
+    return f"{t.name}: " + "; ".join(parts)
+
+
+def _estimate_line(r: Report) -> str:
+    if r.amdahl is None:
+        return r.amdahl_note
+    return f"whole model (Amdahl): {r.amdahl:.3f}x vs eager — {r.amdahl_note}"
+
+
+def view(r: Report, png: Path | None = None) -> Group:
+    """The terminal rendering."""
+    table = Table(
+        title=_headline(r), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+        pad_edge=False, padding=(0, 1, 0, 0),
+    )  # fmt: skip
+    shares = any(t.share is not None for t in r.targets)  # else the column is all "-"
+    keep = [i for i, col in enumerate(TERMINAL) if shares or col != "share"]
+    for i in keep:
+        col = TERMINAL[i]
+        if col == "target":
+            table.add_column(col, overflow="fold", min_width=7)
+        else:
+            table.add_column(col, justify="right", no_wrap=True)
+    for t in r.targets:
+        cells = _terminal_cells(t)
+        table.add_row(*(Text(cells[i]) for i in keep))  # names are data, not markup
+    parts: list = [table]
+    parts += [Text(_why(t), "dim") for t in r.targets]
+    if any(t.seconds_source != "state" for t in r.targets):
+        parts.append(Text("* harness time only (no state file for this target)", "dim"))
+    parts.append(Text(_estimate_line(r), "bold" if r.amdahl else "yellow"))
+    if r.top_kept:
+        top = Table(
+            title="top kept experiments", title_justify="left", box=box.SIMPLE_HEAD,
+            show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+        )  # fmt: skip
+        for col in ("exp", "target", "gain", "×starter", "hypothesis"):
+            top.add_column(col, justify="right" if col != "hypothesis" else "left")
+        for k in r.top_kept:
+            cells = (str(k.experiment), k.target, _f(k.gain, ".3f"), _f(k.speedup_vs_starter),
+                     k.description)  # fmt: skip
+            top.add_row(*map(Text, cells))
+        parts.append(top)
+    else:
+        parts.append(Text("no proposal was kept yet: the best kernels are the starters"))
+    if r.ended:
+        parts.append(Text(f"last stop: {r.ended}", "dim"))
+    parts += [Text(n, "yellow") for n in r.notes]
+    if png is not None:
+        parts.append(Text(f"progress plot: {png}"))
+    return Group(*parts)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(r: Report, png: Path | None = None) -> str:
+    """A report a user can paste into an issue."""
+    lines = [f"## autokernel report — {_headline(r)}", ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_md(c) for c in _cells(t)) + " |" for t in r.targets]
+    lines += [""] + [f"- {_md(_why(t))}" for t in r.targets]
+    lines += ["", f"**{_md(_estimate_line(r))}**" if r.amdahl else _md(_estimate_line(r)), ""]
+    if r.top_kept:
+        lines += ["### Top kept experiments", "", "| exp | target | gain | ×starter | hypothesis |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"| {k.experiment} | {_md(k.target)} | {_f(k.gain, '.3f')} | "
+            f"{_f(k.speedup_vs_starter)} | {_md(k.description)} |"
+            for k in r.top_kept
+        ]
+        lines.append("")
+    extra = ([f"last stop: {r.ended}"] if r.ended else []) + r.notes
+    lines += [f"- {_md(n)}" for n in extra] + ([""] if extra else [])
+    if png is not None:
+        lines += [f"![progress]({png.name})", ""]
+    return "\n".join(lines)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    except OSError as exc:
+        raise ReportError(f"cannot write {path}: {exc}") from None
+
+
+def report_command(
+    workspace: Annotated[
+        Path, typer.Option("--workspace", "-w", help="Directory of the run.")
+    ] = Path("."),
+    png: Annotated[
+        Path | None,
+        typer.Option("--png", help="Where to write the plot (default: next to results.tsv)."),
+    ] = None,
+    no_png: Annotated[bool, typer.Option("--no-png", help="Do not draw the plot.")] = False,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Also write the report as JSON here.")
+    ] = None,
+    markdown: Annotated[
+        Path | None, typer.Option("--markdown", help="Also write a Markdown report here.")
+    ] = None,
+) -> None:
+    """The morning view: per target baseline, best, speedups, experiments kept/reverted/failed,
+    time spent and why it moved on; the whole-model Amdahl estimate; progress.png."""
+    from autokernel.report_plot import PlotUnavailable, write_png
+
+    console, err = Console(), Console(stderr=True)
+    try:
+        report = build(workspace)
+        written: Path | None = None
+        if not no_png:
+            target = png or Path(report.results).parent / PNG_FILE
+            try:
+                written = write_png(report, target)
+            except PlotUnavailable:
+                hint = f"no progress.png: matplotlib is not installed — {MATPLOTLIB_HINT}"
+                err.print(hint, style="yellow", markup=False, highlight=False, soft_wrap=True)
+            except OSError as exc:
+                raise ReportError(f"cannot write {target}: {exc}") from None
+        if json_out is not None:
+            data = report.to_json() | {"png": str(written) if written else None}
+            _write(json_out, json.dumps(data, indent=1) + "\n")
+        if markdown is not None:
+            _write(markdown, to_markdown(report, written))
+    except ReportError as exc:
+        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        raise typer.Exit(2) from None
+    console.print(view(report, written), highlight=False)
