@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
 from autokernel.harness.verdict import Status
+from autokernel.render import output_console
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
 app = typer.Typer(
@@ -20,8 +20,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",  # reflows docstring paragraphs instead of keeping line breaks
 )
-console = Console()
-err = Console(stderr=True)
+console = output_console()
+err = output_console(stderr=True)
 
 STARTERS = Path(__file__).resolve().parents[1] / "kernels"
 

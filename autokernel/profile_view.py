@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from autokernel.profiler import ITERS, WARMUP, Profile, Row, run_profile, write_plan
+from autokernel.render import output_console
 from autokernel.specs import get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
@@ -113,7 +114,7 @@ def profile_command(
     """Profile a model: ranked table of kernel time with Amdahl what-ifs; writes plan.yaml."""
     from autokernel.model_input import ModelInputError, ModelSource, load_model, parse_input_shape
 
-    console, err = Console(), Console(stderr=True)
+    console, err = output_console(), output_console(stderr=True)
     try:
         shape = parse_input_shape(input_shape) if input_shape else None
         src = ModelSource(file, class_name, shape, hf_config, dtype, device)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+import os
+
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
@@ -94,3 +96,13 @@ def machine_view(detected, ceilings) -> Text:
             f"{ceilings.measured_at}); % of peak uses these"
         )
     return text
+
+
+def output_console(stderr: bool = False) -> Console:
+    """The terminal's width on a terminal; when output goes to a file or a pipe (nohup, CI logs,
+    `| less`) rich would assume 80 columns and squeeze table columns out: use 140 instead,
+    unless COLUMNS says otherwise."""
+    console = Console(stderr=stderr)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(stderr=stderr, width=140)
+    return console

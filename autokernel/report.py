@@ -16,10 +16,11 @@ from typing import Annotated
 
 import typer
 from rich import box
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from autokernel.render import output_console
 from autokernel.results import ResultsLog
 
 RESULTS_FILE = "results.tsv"
@@ -357,10 +358,11 @@ def view(r: Report, png: Path | None = None) -> Group:
     keep = [i for i, col in enumerate(TERMINAL) if shares or col != "share"]
     for i in keep:
         col = TERMINAL[i]
-        if col == "target":
-            table.add_column(col, overflow="fold", min_width=7)
+        if col == "target":  # the one column that must never be squeezed out
+            width = max([len(col), *(len(t.name) for t in r.targets)])
+            table.add_column(col, no_wrap=True, min_width=min(width, 24), max_width=24)
         else:
-            table.add_column(col, justify="right", no_wrap=True)
+            table.add_column(col, justify="right", overflow="fold")
     for t in r.targets:
         cells = _terminal_cells(t)
         table.add_row(*(Text(cells[i]) for i in keep))  # names are data, not markup
@@ -446,7 +448,7 @@ def report_command(
     time spent and why it moved on; the whole-model Amdahl estimate; progress.png."""
     from autokernel.report_plot import PlotUnavailable, write_png
 
-    console, err = Console(), Console(stderr=True)
+    console, err = output_console(), output_console(stderr=True)
     try:
         report = build(workspace)
         written: Path | None = None

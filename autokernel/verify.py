@@ -26,6 +26,7 @@ from torch import nn
 from autokernel.harness.timing import clock_name, measure
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.patching import Patch
+from autokernel.render import output_console
 from autokernel.specs import TOLERANCES, dtype_name
 
 # Each patched op may differ from eager by up to its harness tolerance, and independent rounding
@@ -344,7 +345,7 @@ def verify_command(
     except (VerifyError, ModelInputError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
-    render(result, Console(soft_wrap=True))
+    render(result, output_console())
     if json_out:
         try:
             json_out.write_text(json.dumps(result.to_json(), indent=2) + "\n")
