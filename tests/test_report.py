@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import orchestrate
 from autokernel import report as rep
+from autokernel import report_view
 from autokernel.results import HEADER, ResultsLog
 from autokernel.targets import Target
 
@@ -134,7 +135,7 @@ def test_top_kept_ranked_by_gain_over_the_best_they_replaced(synthetic):
 
 def test_markdown_and_json(synthetic, tmp_path):
     r = rep.build(synthetic)
-    md = rep.to_markdown(r, synthetic / "progress.png")
+    md = report_view.to_markdown(r, synthetic / "progress.png")
     assert "| target | type | share | starter µs | best µs |" in md
     assert (
         "| matmul | matmul | 60% | 100 | 50 | 2.00 | 1.60 | 1.40 | 80 | 2 | 1 | 2 | 60 min |" in md

@@ -1,0 +1,147 @@
+"""How a report looks: the terminal tables and the markdown file (report.py builds the data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich import box
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from autokernel.report import Report, TargetReport
+
+
+def _f(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
+    return "-" if x is None else f"{x:{spec}}{suffix}"
+
+
+def _duration(seconds: float, short: bool = False) -> str:
+    if seconds >= 5400:
+        return f"{seconds / 3600:.1f}{'h' if short else ' h'}"
+    return f"{seconds / 60:.0f}{'m' if short else ' min'}"
+
+
+def _headline(r: Report) -> str:
+    parts = [f"run {r.tag}" if r.tag else "run (no state file)", f"{r.rows} experiments"]
+    if r.agent:
+        parts.insert(1, f"agent {r.agent}")
+    if r.seconds is not None and r.hours is not None:
+        parts.append(f"{_duration(r.seconds)} of {r.hours:g} h")
+    return " · ".join(parts)
+
+
+COLUMNS = ("target", "type", "share", "starter µs", "best µs", "×starter", "×eager",
+           "×compile", "%peak", "kept", "reverted", "failed", "time")  # fmt: skip
+
+
+# Two-line headers keep the table within 80 columns with room for the target's name.
+TERMINAL = ("target", "share", "start\nµs", "best\nµs", "×\nstart", "×\neager", "×\ncompile",
+            "%\npeak", "kept", "rev", "fail", "time")  # fmt: skip
+
+
+def _cells(t: TargetReport, short: bool = False) -> list[str]:
+    """The row of COLUMNS."""
+    time = _duration(t.seconds, short) + ("" if t.seconds_source == "state" else "*")
+    return [
+        t.name, t.kernel_type, _f(t.share, ".0%"), _f(t.baseline_us, ".4g"), _f(t.best_us, ".4g"),
+        _f(t.speedup_vs_starter), _f(t.speedup_vs_eager), _f(t.speedup_vs_compile),
+        _f(t.pct_peak, ".0f"), str(t.kept), str(t.reverted), str(t.failed), time,
+    ]  # fmt: skip
+
+
+def _terminal_cells(t: TargetReport) -> list[str]:
+    """The type folds into the name (names are the type or type_N) to save a column."""
+    name, kind, *rest = _cells(t, short=True)
+    return [name if name.startswith(kind) else f"{name} ({kind})", *rest]
+
+
+def _why(t: TargetReport) -> str:
+    """Status, why it moved on, where its best kernel is in git, what the baseline is."""
+    parts = [] if t.status == "unknown" else [t.status]
+    if t.reason:
+        parts.append(f"moved on: {t.reason}")
+    if t.optimized_commit:
+        parts.append(f"best kernel: git show {t.optimized_commit[:12]}:optimized/{t.name}.py")
+    elif t.best_commit and t.best_commit != "-":
+        parts.append(f"best kernel: git show {t.best_commit[:12]}:kernel.py")
+    parts.append(f"baseline: {t.baseline_note}")
+    return f"{t.name}: " + "; ".join(parts)
+
+
+def _estimate_line(r: Report) -> str:
+    if r.amdahl is None:
+        return r.amdahl_note
+    return f"whole model (Amdahl): {r.amdahl:.3f}x vs eager — {r.amdahl_note}"
+
+
+def view(r: Report, png: Path | None = None) -> Group:
+    """The terminal rendering."""
+    table = Table(
+        title=_headline(r), title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+        pad_edge=False, padding=(0, 1, 0, 0),
+    )  # fmt: skip
+    shares = any(t.share is not None for t in r.targets)  # else the column is all "-"
+    keep = [i for i, col in enumerate(TERMINAL) if shares or col != "share"]
+    for i in keep:
+        col = TERMINAL[i]
+        if col == "target":  # the one column that must never be squeezed out
+            width = max([len(col), *(len(t.name) for t in r.targets)])
+            table.add_column(col, no_wrap=True, min_width=min(width, 24), max_width=24)
+        else:
+            table.add_column(col, justify="right", overflow="fold")
+    for t in r.targets:
+        cells = _terminal_cells(t)
+        table.add_row(*(Text(cells[i]) for i in keep))  # names are data, not markup
+    parts: list = [table]
+    parts += [Text(_why(t), "dim") for t in r.targets]
+    if any(t.seconds_source != "state" for t in r.targets):
+        parts.append(Text("* harness time only (no state file for this target)", "dim"))
+    parts.append(Text(_estimate_line(r), "bold" if r.amdahl else "yellow"))
+    if r.top_kept:
+        top = Table(
+            title="top kept experiments", title_justify="left", box=box.SIMPLE_HEAD,
+            show_edge=False, pad_edge=False, padding=(0, 1, 0, 0),
+        )  # fmt: skip
+        for col in ("exp", "target", "gain", "×starter", "hypothesis"):
+            top.add_column(col, justify="right" if col != "hypothesis" else "left")
+        for k in r.top_kept:
+            cells = (str(k.experiment), k.target, _f(k.gain, ".3f"), _f(k.speedup_vs_starter),
+                     k.description)  # fmt: skip
+            top.add_row(*map(Text, cells))
+        parts.append(top)
+    else:
+        parts.append(Text("no proposal was kept yet: the best kernels are the starters"))
+    if r.ended:
+        parts.append(Text(f"last stop: {r.ended}", "dim"))
+    parts += [Text(n, "yellow") for n in r.notes]
+    if png is not None:
+        parts.append(Text(f"progress plot: {png}"))
+    return Group(*parts)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def to_markdown(r: Report, png: Path | None = None) -> str:
+    """A report a user can paste into an issue."""
+    lines = [f"## autokernel report — {_headline(r)}", ""]
+    lines += ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(_md(c) for c in _cells(t)) + " |" for t in r.targets]
+    lines += [""] + [f"- {_md(_why(t))}" for t in r.targets]
+    lines += ["", f"**{_md(_estimate_line(r))}**" if r.amdahl else _md(_estimate_line(r)), ""]
+    if r.top_kept:
+        lines += ["### Top kept experiments", "", "| exp | target | gain | ×starter | hypothesis |",
+                  "|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"| {k.experiment} | {_md(k.target)} | {_f(k.gain, '.3f')} | "
+            f"{_f(k.speedup_vs_starter)} | {_md(k.description)} |"
+            for k in r.top_kept
+        ]
+        lines.append("")
+    extra = ([f"last stop: {r.ended}"] if r.ended else []) + r.notes
+    lines += [f"- {_md(n)}" for n in extra] + ([""] if extra else [])
+    if png is not None:
+        lines += [f"![progress]({png.name})", ""]
+    return "\n".join(lines)
