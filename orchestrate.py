@@ -13,7 +13,6 @@ the night's --hours budget. Everything lives in one JSON file, replaced atomical
 from __future__ import annotations
 
 import json
-import math
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -194,11 +193,6 @@ def reopen(state: State) -> list[TargetState]:
         ts.consecutive_reverts, ts.round_seconds = 0, 0.0
         ts.rounds += 1
     return back
-
-
-def geomean(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v is not None and v > 0]
-    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
 
 
 def status_lines(state: State) -> list[str]:

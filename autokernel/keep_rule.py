@@ -12,7 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from autokernel.harness.verdict import Status, Verdict
-from orchestrate import Score, geomean
+from autokernel.stats import geomean
+from orchestrate import Score
 
 MIN_GAIN = 0.01  # a win below 1 % is not worth a commit: it is within run-to-run drift
 CLEAR_MARGIN = 3.0  # a win beyond this many spreads needs no re-measurement

@@ -23,13 +23,13 @@ from autokernel.harness.verdict import Status, Verdict
 from autokernel.keep_rule import Decision, Remeasure, decide, score
 from autokernel.results import ResultsLog
 from autokernel.specs import get_spec
+from autokernel.stats import geomean
 from autokernel.workspace import Workspace, WorkspaceError
 from orchestrate import (
     Rules,
     Score,
     State,
     TargetState,
-    geomean,
     move_on_reason,
     next_target,
     reopen,

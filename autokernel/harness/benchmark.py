@@ -11,7 +11,6 @@ never kept).
 
 from __future__ import annotations
 
-import math
 import secrets
 import statistics
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from autokernel.harness.stages import Evaluation, StageFailure, call_checked, to
 from autokernel.harness.timing import Measurement, measure, single_calls_us, wall_per_call_us
 from autokernel.harness.verdict import Check, Status, Timing
 from autokernel.specs import Size, dtype_name
+from autokernel.stats import geomean as geomean  # re-exported for the worker
 
 PLAUSIBLE_FRACTION = 1.10  # above 110 % of a measured ceiling, a figure is not believed
 HIDDEN_WORK_FACTOR = 3.0  # wall time this many times the event time...
@@ -171,8 +171,3 @@ def _timing(
         speedup_vs_eager=eager / us if eager else None,
         speedup_vs_compile=compiled / us if compiled else None,
     )
-
-
-def geomean(values: list[float | None]) -> float | None:
-    vals = [v for v in values if v]
-    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None

@@ -12,7 +12,6 @@ sees the JSON form of the Comparison.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +22,7 @@ import torch
 from autokernel.harness.stages import Evaluation, StageFailure, call_checked, to_float64
 from autokernel.harness.timing import measure
 from autokernel.specs import Size, dtype_name
+from autokernel.stats import geomean
 
 ROUNDS = 5  # paired rounds per size: a median and a p20-p80 need at least this many
 ROLES = ("best", "candidate")
@@ -50,10 +50,6 @@ class Comparison:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Comparison:
         return cls(**d)
-
-
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(map(math.log, values)) / len(values))
 
 
 def relative_half_spread(ratios: list[float]) -> float:
@@ -144,7 +140,7 @@ def compare_kernels(
     if not done:
         return Comparison(error="no sizes to compare")
     return Comparison(
-        ratio=geomean([s["ratio"] for s in done]),
-        noise=geomean([max(s["noise"], 1e-9) for s in done]),
+        ratio=geomean(s["ratio"] for s in done) or 1.0,
+        noise=geomean(max(s["noise"], 1e-9) for s in done) or 0.0,
         sizes=done,
     )
