@@ -86,6 +86,7 @@ def bench(
     opts = Options(
         timeout_s=timeout, seed=seed, quick=quick, dtype=dtype,
         compile_baseline=compile_baseline and not quick,
+        prestart=False,  # one evaluation: a spare for a next one would be wasted work
     )  # fmt: skip
     with console.status(f"evaluating {file} in a sandboxed worker…") as status:
         try:

@@ -2,9 +2,13 @@
 with a hard wall-clock limit.
 
 The parent never imports candidate code: it reads kernel.py's syntax tree for the static guard
-and KERNEL_TYPE, then starts the worker in a new process group and kills the whole group when
-the limit expires (a hung GPU kernel cannot be interrupted from Python; killing the process is
-the only stop). Whatever happens to the worker, the caller gets a verdict.
+and KERNEL_TYPE, then hands the request to a worker in its own process group and kills the whole
+group when the limit expires (a hung GPU kernel cannot be interrupted from Python; killing the
+process is the only stop). Whatever happens to the worker, the caller gets a verdict.
+
+The worker is usually pre-started (prestart.py): a fresh process that finished its imports while
+the previous request ran. The limit starts at the hand-over, so a worker's start-up never counts
+against the candidate; compare() uses and keeps the same spare, its request differs only in mode.
 """
 
 from __future__ import annotations
@@ -14,14 +18,12 @@ import os
 import re
 import secrets
 import signal
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autokernel.harness import prestart
 from autokernel.harness.guards import check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
@@ -49,6 +51,7 @@ class Options:
     extra_sizes: list[Size] = field(default_factory=list)
     guards: bool = True  # False only to test the stages themselves on trusted code
     force_cpu: bool = False
+    prestart: bool = True  # start the next request's worker while this one runs (prestart.py)
 
 
 def worker_env() -> dict[str, str]:
@@ -93,14 +96,6 @@ def _early(path, status, stage, message, kernel_type="", findings=()) -> Verdict
     )  # fmt: skip
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
 def evaluate(
     path: Path, opts: Options | None = None, on_phase: Callable[[str], None] | None = None
 ) -> Verdict:
@@ -114,20 +109,18 @@ def evaluate(
     if early:
         early.harness_s = time.perf_counter() - t0
         return early
-    with tempfile.TemporaryDirectory(prefix="autokernel-eval-") as tmp:
-        work = Path(tmp)
-        req = _request(work, opts, file=str(path), kernel_type=kernel_type,
-                       timing=opts.timing, compile_baseline=opts.compile_baseline)  # fmt: skip
-        out = _run_worker(req, work, opts.timeout_s, on_phase or (lambda p: None))
-        verdict = _verdict(out, opts.timeout_s)
-        verdict.file = str(path)
-        verdict.kernel_type = verdict.kernel_type or kernel_type
-        verdict.seed = req["seed"]
-        worker_s = verdict.harness_s
-        verdict.harness_s = time.perf_counter() - t0
-        if worker_s:
-            verdict.phase_s["process start and exit"] = round(verdict.harness_s - worker_s, 3)
-        return verdict
+    req = _request(opts, file=str(path), kernel_type=kernel_type, timing=opts.timing,
+                   compile_baseline=opts.compile_baseline)  # fmt: skip
+    out = _run_worker(req, opts, on_phase or (lambda p: None))
+    verdict = _verdict(out, opts.timeout_s)
+    verdict.file = str(path)
+    verdict.kernel_type = verdict.kernel_type or kernel_type
+    verdict.seed = req["seed"]
+    worker_s = verdict.harness_s  # from the hand-over: a spare's own start-up is not in it
+    verdict.harness_s = time.perf_counter() - t0
+    if worker_s:
+        verdict.phase_s["process start and exit"] = round(verdict.harness_s - worker_s, 3)
+    return verdict
 
 
 def compare(
@@ -152,11 +145,9 @@ def compare(
         kinds.append(kind)
     if kinds[0] != kinds[1]:
         return Comparison(error=f"kernel types differ: best {kinds[0]}, candidate {kinds[1]}")
-    with tempfile.TemporaryDirectory(prefix="autokernel-compare-") as tmp:
-        work = Path(tmp)
-        req = _request(work, opts, mode="compare", files=[str(p) for p in paths],
-                       kernel_type=kinds[0], rounds=rounds)  # fmt: skip
-        out = _run_worker(req, work, opts.timeout_s, on_phase or (lambda p: None))
+    req = _request(opts, mode="compare", files=[str(p) for p in paths], kernel_type=kinds[0],
+                   rounds=rounds)  # fmt: skip
+    out = _run_worker(req, opts, on_phase or (lambda p: None))
     if out.data is not None:
         result = Comparison.from_json(out.data)
     else:
@@ -165,12 +156,12 @@ def compare(
     return result
 
 
-def _request(work: Path, opts: Options, **fields: object) -> dict:
+def _request(opts: Options, **fields: object) -> dict:
     return {
         "seed": opts.seed if opts.seed is not None else secrets.randbelow(2**31),
         "quick": opts.quick, "dtype": opts.dtype, "extra_sizes": opts.extra_sizes,
         "guards": opts.guards, "force_cpu": opts.force_cpu, "nonce": secrets.token_hex(16),
-        "progress": str(work / "progress"), "verdict": str(work / "verdict.json"), **fields,
+        **fields,
     }  # fmt: skip
 
 
@@ -179,62 +170,85 @@ class _Outcome:
     """What came back from one worker run."""
 
     data: dict | None  # the worker's result JSON, its nonce checked; None when it gave none
-    phase: str  # the phase it was last in
+    phase: str  # the phase it was last in; "" while still in start-up
     timed_out: bool = False
     returncode: int = 0
     stderr: str = ""
 
 
-def _run_worker(
-    req: dict, work: Path, timeout_s: float, on_phase: Callable[[str], None]
+def _run_worker(req: dict, opts: Options, on_phase: Callable[[str], None]) -> _Outcome:
+    """Run the request in the spare if it fits, else in a worker started now. A spare that
+    exits before entering any phase never ran candidate code (OOM-killed while it waited, say):
+    the request gets one more worker, so a lost spare never becomes the candidate's CRASH."""
+    env = worker_env()
+    for _ in range(2):
+        worker, pre_started = prestart.take(opts.force_cpu, env)
+        try:
+            out = _watch(worker, req, opts, env, on_phase)
+        except BaseException:  # Ctrl-C in the parent: leave no orphan holding the GPU
+            prestart.discard()
+            raise
+        finally:
+            worker.close()
+        if not (pre_started and out.data is None and not out.timed_out and not out.phase):
+            break
+    if opts.prestart:
+        prestart.keep_warm(opts.force_cpu, env)
+    return out
+
+
+def _watch(
+    worker: prestart.Worker,
+    req: dict,
+    opts: Options,
+    env: dict[str, str],
+    on_phase: Callable[[str], None],
 ) -> _Outcome:
-    result = Path(req["verdict"])
-    stdout = (work / "stdout").open("w")
-    stderr = (work / "stderr").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "autokernel.harness.worker", str(work / "progress")],
-        stdin=subprocess.PIPE, stdout=stdout, stderr=stderr, env=worker_env(),
-        cwd=work, start_new_session=True,
-    )  # fmt: skip
-    progress = work / "progress"
+    work, timeout_s = worker.work, opts.timeout_s
+    result, progress = work / "verdict.json", work / "progress"
+    if not worker.ready():
+        on_phase("start-up")  # truthful: this evaluation waits for the worker's imports
+    req = {**req, "progress": str(progress), "verdict": str(result), "handed_at": time.monotonic()}
     try:
-        assert proc.stdin is not None
-        proc.stdin.write(json.dumps(req).encode())
-        proc.stdin.close()
-        start = time.monotonic()
-        candidate_start: float | None = None
-        last_phase = ""
-        while proc.poll() is None:
-            time.sleep(POLL_S)
-            if result.exists():
-                break  # written atomically and final: don't wait for torch's slow teardown
-            phase = _read(progress)
-            if phase != last_phase:
-                on_phase(phase)
-                last_phase = phase
-            now = time.monotonic()
-            if candidate_start is None and phase not in ("", "baselines"):
-                candidate_start = now
-            over_candidate = candidate_start is not None and now - candidate_start > timeout_s
-            over_all = now - start > timeout_s + BASELINE_ALLOWANCE_S
-            if over_candidate or over_all:
-                _kill_group(proc)
-                return _Outcome(None, phase or "start-up", True, stderr=_tail(work / "stderr"))
-    except BaseException:  # Ctrl-C in the parent: leave no orphan holding the GPU
-        _kill_group(proc)
-        raise
-    finally:
-        stdout.close()
-        stderr.close()
-    _kill_group(proc)  # reap anything the candidate left running in the group
+        worker.hand_over(req)
+    except OSError:
+        pass  # it died already: seen below as an exit without a verdict
+    start = time.monotonic()
+    candidate_start: float | None = None
+    last_phase = ""
+    spare_due = opts.prestart  # the next request's spare, started beside this one when harmless
+    timed = req.get("mode") == "compare" or req.get("timing", True)
+    while worker.alive():
+        if spare_due and worker.ready():  # not before: two start-ups would compete for the CPU
+            # Under the interpreter, its imports would share the cores being timed (a copy of
+            # softmax measured 2x slower than itself on two cores); on a GPU they use idle ones.
+            if worker.device() == "cuda" or not timed:
+                prestart.keep_warm(opts.force_cpu, env)
+            spare_due = False  # else _run_worker starts it once this worker is done
+        time.sleep(POLL_S)
+        if result.exists():
+            break  # written atomically and final: don't wait for torch's slow teardown
+        phase = _read(progress)
+        if phase != last_phase:
+            on_phase(phase)
+            last_phase = phase
+        now = time.monotonic()
+        if candidate_start is None and phase not in ("", "baselines"):
+            candidate_start = now
+        over_candidate = candidate_start is not None and now - candidate_start > timeout_s
+        over_all = now - start > timeout_s + BASELINE_ALLOWANCE_S
+        if over_candidate or over_all:
+            worker.kill()
+            return _Outcome(None, phase or "start-up", True, stderr=_tail(work / "stderr"))
+    worker.kill()  # reap anything the candidate left running in the group
     try:
         data = json.loads(result.read_text())
     except (OSError, ValueError):
         data = None
     if data is not None and data.pop("nonce", None) != req["nonce"]:
         data = None
-    phase = _read(progress) or "start-up"
-    return _Outcome(data, phase, False, proc.returncode or 0, _tail(work / "stderr"))
+    phase = _read(progress)  # "": it never got past start-up
+    return _Outcome(data, phase, False, worker.proc.returncode or 0, _tail(work / "stderr"))
 
 
 def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
@@ -250,6 +264,7 @@ def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
         verdict = Verdict.from_json(out.data)
         verdict.stderr_tail = out.stderr if verdict.status is not Status.PASS else ""
         return verdict
+    where = out.phase or "start-up"
     if out.returncode < 0:
         name = signal.Signals(-out.returncode).name
         what = f"killed by {name}" + (" (segmentation fault)" if name == "SIGSEGV" else "")
@@ -258,8 +273,8 @@ def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
     if "illegal memory access" in out.stderr:
         what += ": illegal memory access"
     return Verdict(
-        status=Status.CRASH, message=f"CRASH in {out.phase}: worker {what}",
-        failure=Check(out.phase, "", "", False, f"worker {what}\n{out.stderr[-2000:]}"),
+        status=Status.CRASH, message=f"CRASH in {where}: worker {what}",
+        failure=Check(where, "", "", False, f"worker {what}\n{out.stderr[-2000:]}"),
         stderr_tail=out.stderr,
     )  # fmt: skip
 

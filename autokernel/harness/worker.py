@@ -1,9 +1,12 @@
 """The evaluation worker: the only process that imports candidate code.
 
-Started by the sandbox with the request on stdin; writes a progress file (the stage it is in,
-so a timeout can say where it hung) and the result JSON: a verdict, or with "mode": "compare" a
-Comparison of two kernel files timed interleaved. Baselines and ceilings are measured before the
-candidate is imported, so nothing the candidate does can change them.
+Started by the sandbox (`python -m autokernel.harness.worker WORK_DIR cpu|auto`), possibly
+long before it is needed: it first imports everything that is not candidate-specific, creates
+WORK_DIR/ready, and only then reads its one request from stdin (see prestart.py). It writes a
+progress file (the stage it is in, so a timeout can say where it hung) and the result JSON: a
+verdict, or with "mode": "compare" a Comparison of two kernel files timed interleaved. Baselines
+and ceilings are measured before the candidate is imported, so nothing the candidate does can
+change them.
 """
 
 from __future__ import annotations
@@ -11,13 +14,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import sys
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
-T_START = time.perf_counter()  # before torch is imported: start-up is part of the cost
+# CLOCK_MONOTONIC, shared with the parent on Linux: its "handed_at" is comparable with this.
+T_START = time.monotonic()  # before torch is imported: start-up is part of the cost
 
 
 class Progress:
@@ -29,7 +34,7 @@ class Progress:
         self.seconds: dict[str, float] = {}
 
     def __call__(self, phase: str) -> None:
-        now = time.perf_counter()
+        now = time.monotonic()
         self.seconds[self.phase] = self.seconds.get(self.phase, 0.0) + now - self.since
         self.phase, self.since = phase, now
         self.path.write_text(phase)
@@ -207,14 +212,48 @@ def compare(req: dict[str, Any], progress: Progress) -> Any:
     return result
 
 
+def _prepare(force_cpu: bool) -> str:
+    """Import what every request needs before the request comes, so the evaluation does not
+    wait for it; return the device kind ("cuda" or "cpu"). TRITON_INTERPRET must be set before
+    triton is imported."""
+    import torch
+
+    # is_available() creates no CUDA context: an idle spare holds no GPU memory
+    device = "cpu" if force_cpu or not torch.cuda.is_available() else "cuda"
+    if device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    import triton  # every candidate imports it
+    import triton.language  # noqa: F401
+
+    import autokernel.gpu
+    import autokernel.harness.benchmark
+    import autokernel.harness.interleave
+    import autokernel.specs  # noqa: F401
+
+    return device
+
+
 def main() -> int:
-    progress = Progress(Path(sys.argv[1]), T_START)
-    req = json.loads(sys.stdin.read())
+    work = Path(sys.argv[1])
+    force_cpu = sys.argv[2:] == ["cpu"]
+    device = _prepare(force_cpu)
+    (work / "ready.tmp").write_text(device)
+    (work / "ready.tmp").replace(work / "ready")  # prestart.READY: the parent may now use it
+    raw = sys.stdin.read()
+    if not raw.strip():  # the parent went away without a request: nobody else will clean up
+        shutil.rmtree(work, ignore_errors=True)
+        return 0
+    req = json.loads(raw)
+    if bool(req.get("force_cpu")) != force_cpu:
+        sys.exit(f"worker started for force_cpu={force_cpu}, request has {req.get('force_cpu')}")
+    # Start-up is what the evaluation waited for: from the hand-over, not from this spare's start.
+    t0 = max(T_START, float(req.get("handed_at", 0.0)))
+    progress = Progress(work / "progress", t0)
     out = Path(req["verdict"])
     nonce = req.pop("nonce")
     result = compare(req, progress) if req.get("mode") == "compare" else evaluate(req, progress)
     progress("done")
-    result.harness_s = time.perf_counter() - T_START
+    result.harness_s = time.monotonic() - t0
     result.phase_s = {k: round(v, 3) for k, v in progress.seconds.items()}
     data = result.to_json()
     data["nonce"] = nonce

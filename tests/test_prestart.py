@@ -1,0 +1,241 @@
+"""Pre-started workers: a warm spare gives the verdict a cold worker gives, in a fresh process
+each time, in less time; a dead, stale or mismatched spare is replaced; none outlives its parent;
+secrets never reach one."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from autokernel.harness import prestart
+from autokernel.harness.sandbox import Options, evaluate, worker_env
+from autokernel.harness.verdict import Status
+
+ROOT = Path(__file__).parents[1]
+STARTER = ROOT / "kernels" / "softmax.py"
+FAULTS = ROOT / "tests" / "faults"
+READY_WAIT_S = 60.0  # torch + triton imports on a busy two-core machine
+TIMEOUT_SLACK_S = 10.0  # a warm worker's limit starts at the hand-over: no start-up in it
+SAVED_SHARE = 0.3  # of the cold start-up phase, at least, a ready spare must save
+PID_KERNEL = "KERNEL_TYPE = 'reduce'\nimport os\nraise RuntimeError(f'worker pid {os.getpid()}')\n"
+FAST = dict(quick=True, timing=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_spare():
+    prestart.discard()
+    yield
+    prestart.discard()
+
+
+def ready_spare(force_cpu: bool = False) -> prestart.Worker:
+    prestart.keep_warm(force_cpu, worker_env())
+    spare = prestart.spare()
+    assert spare is not None
+    deadline = time.monotonic() + READY_WAIT_S
+    while not spare.ready():
+        assert spare.alive() and time.monotonic() < deadline, "the spare never got ready"
+        time.sleep(0.05)
+    return spare
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie that nobody reaped yet counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def worker_pid(path: Path, opts: Options) -> int:
+    """Evaluate the kernel that reports its process id and return that id."""
+    v = evaluate(path, opts)
+    match = re.search(r"worker pid (\d+)", v.message)
+    assert v.status is Status.CRASH and v.failure.stage == "import" and match, v.message
+    return int(match.group(1))
+
+
+@pytest.fixture
+def pid_kernel(tmp_path) -> Path:
+    path = tmp_path / "kernel.py"
+    path.write_text(PID_KERNEL)
+    return path
+
+
+def timed(path: Path, opts: Options):
+    t0 = time.perf_counter()
+    v = evaluate(path, opts)
+    return v, time.perf_counter() - t0
+
+
+def test_a_ready_spare_gives_the_cold_verdict_and_saves_the_start_up():
+    opts = Options(prestart=False, **FAST)
+    cold, cold_s = timed(STARTER, opts)
+    assert prestart.spare() is None  # prestart=False: nothing ran beside the cold evaluation
+    ready_spare()
+    warm, warm_s = timed(STARTER, opts)
+    start_up, waited = cold.phase_s["start-up"], warm.phase_s["start-up"]
+    print(f"\ncold {cold_s:.2f} s (start-up {start_up:.2f} s), warm {warm_s:.2f} s "
+          f"(start-up {waited:.2f} s): saved {cold_s - warm_s:.2f} s")  # fmt: skip
+    assert cold.status is warm.status is Status.PASS, (cold.message, warm.message)
+    assert [(s.name, s.status) for s in cold.stages] == [(s.name, s.status) for s in warm.stages]
+    assert cold_s - warm_s >= SAVED_SHARE * start_up
+    # truthful: the warm evaluation reports only the start-up it waited for
+    assert waited < SAVED_SHARE * start_up
+    assert warm.harness_s == pytest.approx(warm_s, abs=0.5)
+
+
+@pytest.mark.parametrize(
+    "fault, status",
+    [("os_exit_guards_off.py", Status.CRASH), ("hang_python_loop.py", Status.TIMEOUT)],
+)
+def test_a_fault_gets_the_same_verdict_from_a_spare(fault, status):
+    opts = Options(guards=not fault.endswith("guards_off.py"), timeout_s=8, seed=1, prestart=False)
+    cold = evaluate(FAULTS / fault, opts)
+    ready_spare()
+    warm, warm_s = timed(FAULTS / fault, opts)
+    assert cold.status is warm.status is status, (cold.message, warm.message)
+    assert cold.failure.stage == warm.failure.stage == "smoke"
+    assert warm_s < opts.timeout_s + TIMEOUT_SLACK_S
+
+
+def test_each_evaluation_runs_in_a_fresh_pre_started_process(pid_kernel):
+    opts = Options(guards=False, **FAST)  # prestart on: each run starts the next one's spare
+    first = ready_spare().pid
+    assert worker_pid(pid_kernel, opts) == first
+    second = ready_spare().pid  # started during the first evaluation
+    assert second != first and not alive(first)
+    assert worker_pid(pid_kernel, opts) == second
+    assert prestart.spare() is not None and prestart.spare().pid not in (first, second)
+
+
+@pytest.mark.parametrize("timing", [False, True])
+def test_under_the_interpreter_a_spare_starts_beside_untimed_runs_only(timing):
+    # timed on the CPU, the spare's imports would share the cores being measured
+    ready_spare()  # taken by the evaluation: any spare seen during it was started for the next
+    seen: list[bool] = []
+    opts = Options(quick=True, timing=timing, compile_baseline=False)
+    v = evaluate(STARTER, opts, on_phase=lambda p: seen.append(prestart.spare() is not None))
+    assert v.status is Status.PASS, v.message
+    assert seen and any(seen) is not timing, seen
+    assert prestart.spare() is not None  # a timed run starts it once it is done
+
+
+def test_a_killed_spare_is_replaced(pid_kernel):
+    spare = ready_spare()
+    os.killpg(spare.pid, signal.SIGKILL)
+    spare.proc.wait()
+    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != spare.pid
+
+
+def test_a_spare_lost_after_the_hand_over_is_retried(pid_kernel, monkeypatch):
+    # a spare for the other mode, disguised: it takes the request, then exits without a phase
+    # (as one killed between the liveness check and reading its request would)
+    spare = prestart.Worker.start(True, worker_env())
+    spare.force_cpu = False
+    monkeypatch.setattr(prestart, "_spare", spare)
+    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != spare.pid
+
+
+@pytest.mark.parametrize("change", ["mode", "environment"])
+def test_a_mismatched_spare_is_not_used(change, pid_kernel, monkeypatch):
+    spare = ready_spare(force_cpu=change == "mode")
+    if change == "environment":
+        monkeypatch.setenv("AUTOKERNEL_PRESTART_TEST", "changed after the spare started")
+    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != spare.pid
+    assert not alive(spare.pid)
+
+
+def test_secrets_never_reach_a_spare(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
+    monkeypatch.setenv("HARMLESS_SETTING", "1")
+    environ = Path(f"/proc/{ready_spare().pid}/environ").read_bytes()
+    assert b"OPENAI_API_KEY" not in environ and b"sk-test-secret" not in environ
+    assert b"HARMLESS_SETTING=1" in environ
+
+
+def marked_workers(mark: str) -> list[int]:
+    """Worker processes (spares included) whose environment carries the mark."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            environ = (entry / "environ").read_bytes()
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if f"AUTOKERNEL_PRESTART_MARK={mark}".encode() in environ and b"harness.worker" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+HANG = """
+import sys
+from autokernel.harness.sandbox import Options, evaluate
+evaluate(sys.argv[1], Options(timeout_s=600, timing=False))  # untimed: the spare starts beside
+"""
+LEAVE_A_SPARE = """
+import os, signal, sys
+from autokernel.harness import prestart
+from autokernel.harness.sandbox import worker_env
+prestart.keep_warm(False, worker_env())
+print(prestart.spare().pid, prestart.spare().work, flush=True)
+if sys.argv[1] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_discard_kills_the_spare():
+    spare = ready_spare()
+    prestart.discard()
+    assert not alive(spare.pid) and not spare.work.exists() and prestart.spare() is None
+
+
+@pytest.mark.parametrize("end", ["exit", "killed"])
+def test_a_spare_does_not_outlive_its_parent(end, monkeypatch):
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AUTOKERNEL_PRESTART_MARK", mark)
+    args = [sys.executable, "-c", LEAVE_A_SPARE, end]
+    run = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    pid, work = run.stdout.split()
+    if end == "exit":  # atexit killed it before the parent was gone
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert not alive(int(pid)) and not Path(work).exists() and marked_workers(mark) == []
+        return
+    # killed outright, no atexit: the spare sees the end of its stdin and exits by itself
+    deadline = time.monotonic() + READY_WAIT_S
+    while alive(int(pid)) or Path(work).exists():
+        assert time.monotonic() < deadline, "an orphaned spare kept running"
+        time.sleep(0.1)
+
+
+def test_ctrl_c_leaves_no_worker_and_no_spare(monkeypatch):
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AUTOKERNEL_PRESTART_MARK", mark)
+    fault = str(FAULTS / "hang_python_loop.py")
+    child = subprocess.Popen(
+        [sys.executable, "-c", HANG, fault], cwd=ROOT, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 2 * READY_WAIT_S
+        while len(marked_workers(mark)) < 2:  # the hanging worker and the next one's spare
+            assert child.poll() is None and time.monotonic() < deadline, "no spare was started"
+            time.sleep(0.1)
+        child.send_signal(signal.SIGINT)
+        _, stderr = child.communicate(timeout=60)
+        assert child.returncode != 0 and "KeyboardInterrupt" in stderr, stderr[-2000:]
+    finally:
+        child.kill()
+        child.wait()
+        left = marked_workers(mark)
+        for pid in left:  # a failing run must not leave a hanging worker behind
+            os.killpg(pid, signal.SIGKILL)
+    assert left == []
