@@ -97,8 +97,10 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
     import torch
 
     root = req.workspace.resolve()
+    if req.resume and not root.is_dir():
+        raise SessionError(f"nothing to resume: {root} does not exist; check --workspace")
     if not root.exists():
-        root.mkdir(parents=True)
+        root.mkdir(parents=True)  # a new run may name a new directory
     req.workspace = root
     try:
         previous = load(root)
