@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
 from autokernel.stats import geomean
 from orchestrate import Score
@@ -32,6 +33,18 @@ class Remeasure:
     ratio: float  # best_us / candidate_us: > 1 means the candidate is faster
     noise: float  # relative spread of the paired ratios
     error: str | None = None
+
+
+def remeasured(cmp: Comparison, labels: set[str] | None) -> Remeasure:
+    """An interleaved comparison reduced to the sizes that decide: the model's real shapes
+    when the target has them, as in `score`, else every size."""
+    if cmp.error:
+        return Remeasure(1.0, 0.0, cmp.error)
+    chosen = [s for s in cmp.sizes if labels and s["size"] in labels]
+    if not chosen:
+        return Remeasure(cmp.ratio, cmp.noise)
+    ratio = geomean(s["ratio"] for s in chosen) or 1.0
+    return Remeasure(ratio, geomean(max(s["noise"], 1e-9) for s in chosen) or 0.0)
 
 
 def score(verdict: Verdict, labels: set[str] | None = None) -> Score | None:

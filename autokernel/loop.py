@@ -20,10 +20,8 @@ from autokernel.agents.tuner import read_config
 from autokernel.harness import sandbox
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
-from autokernel.keep_rule import Decision, Remeasure, decide, score
+from autokernel.keep_rule import Decision, Remeasure, decide, remeasured, score
 from autokernel.results import ResultsLog
-from autokernel.specs import get_spec
-from autokernel.stats import geomean
 from autokernel.workspace import Workspace, WorkspaceError
 from orchestrate import (
     Rules,
@@ -254,7 +252,7 @@ class Loop:
         f = self.state.in_flight
         assert f is not None
         ts = self.state.target(f["target"])
-        cand = score(verdict, self._labels(ts))
+        cand = score(verdict, ts.target.labels() or None)
         if recorded is not None:
             decision = Decision(recorded["status"], "recorded before the interruption")
         elif f["baseline"]:
@@ -392,12 +390,8 @@ class Loop:
         st = self.settings
         return sandbox.Options(
             timeout_s=st.timeout_s, seed=st.seed, quick=st.quick, dtype=ts.target.dtype,
-            compile_baseline=st.compile_baseline, extra_sizes=_sizes(ts),
+            compile_baseline=st.compile_baseline, extra_sizes=ts.target.harness_sizes(),
         )  # fmt: skip
-
-    def _labels(self, ts: TargetState) -> set[str] | None:
-        spec = get_spec(ts.target.kernel_type)
-        return {spec.label(s) for s in _sizes(ts)} or None
 
     def _remeasure(self, ts: TargetState) -> Remeasure:
         assert ts.best_commit is not None
@@ -405,15 +399,7 @@ class Loop:
         best.write_text(self.ws.show(ts.best_commit))
         self.reporter.phase(f"close to the best: re-timing both, interleaved [{ts.name}]")
         cmp = self._compare(best, self.ws.kernel_path, self._options(ts))
-        if cmp.error:
-            return Remeasure(1.0, 0.0, cmp.error)
-        labels = self._labels(ts)  # the model's real shapes decide, as they do in the score
-        chosen = [s for s in cmp.sizes if labels and s["size"] in labels]
-        if not chosen:
-            return Remeasure(cmp.ratio, cmp.noise)
-        ratio = geomean([s["ratio"] for s in chosen]) or 1.0
-        noise = geomean([max(s["noise"], 1e-9) for s in chosen]) or 0.0
-        return Remeasure(ratio, noise)
+        return remeasured(cmp, ts.target.labels() or None)
 
     def _phase(self, f: dict) -> Callable[[str], None]:
         prefix = f"exp {f['experiment']} [{f['target']}]: evaluating"
@@ -459,10 +445,3 @@ def _failure_text(verdict: Verdict) -> str:
     if verdict.stderr_tail:
         parts.append("stderr (tail):\n" + verdict.stderr_tail[-3000:])
     return "\n".join(parts)
-
-
-def _sizes(ts: TargetState) -> list[dict]:
-    """The target's real shapes as harness sizes; size-level arguments a spec reads from the
-    size (attention's causal flag) come from the plan's args."""
-    extra = {k: int(v) for k, v in ts.target.args.items() if k == "causal"}
-    return [{**s, **extra} for s in ts.target.shapes]

@@ -27,6 +27,17 @@ class Target:
     calls: int = 1
     args: dict[str, object] = field(default_factory=dict)  # eps, causal, ... as the model uses
 
+    def harness_sizes(self) -> list[dict[str, int]]:
+        """The real shapes as harness sizes; size-level arguments a spec reads from the size
+        (attention's causal flag) come from the plan's args."""
+        extra = {k: int(v) for k, v in self.args.items() if k == "causal"}
+        return [{**s, **extra} for s in self.shapes]
+
+    def labels(self) -> set[str]:
+        """How the harness labels the real shapes: the timings that decide keep or revert."""
+        spec = get_spec(self.kernel_type)
+        return {spec.label(s) for s in self.harness_sizes()}
+
     def to_json(self) -> dict:
         return {**asdict(self), "shapes": [dict(s) for s in self.shapes]}
 
