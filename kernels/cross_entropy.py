@@ -7,7 +7,11 @@ walk the row in BLOCK_SIZE-column chunks keeping a running max and a rescaled ru
 target logit is one extra scalar load per row. Ignored rows skip their logits entirely (masked
 loads move no bytes). Narrow vocabularies put several rows in one [ROWS, COLS] tile. A second,
 one-program kernel sums the row losses and counts the non-ignored targets in a fixed order, so
-the mean is bitwise reproducible (no atomics).
+the mean is bitwise reproducible (no atomics). "split" spreads each row over several programs
+(SPLIT_CHUNK columns each) so the read of the logits has enough programs in flight: they write
+per-chunk fp32 max and sum of exp(x - max) to a small workspace, and a combine kernel merges a
+row's partials (log-sum-exp) into its loss; the logits are still read once. Vocabularies no
+wider than SPLIT_CHUNK take the "single" path instead.
 """
 
 import torch
@@ -18,9 +22,11 @@ KERNEL_TYPE = "cross_entropy"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
 # BLOCK_SIZE: elements per tile (online chunk width, and the row-group size for narrow rows);
-# MAX_SINGLE_COLS: widest padded row the "single" variant keeps in registers (columns).
+# MAX_SINGLE_COLS: widest padded row the "single" variant keeps in registers (columns);
+# SPLIT_CHUNK: columns per program in "split" (walked in tiles of at most BLOCK_SIZE).
 CONFIG = {
     "VARIANT": "single",
+    "SPLIT_CHUNK": 4096,
     "BLOCK_SIZE": 4096,
     "MAX_SINGLE_COLS": 8192,
     "ROWS_PER_PROGRAM": 8,
@@ -28,7 +34,8 @@ CONFIG = {
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
 SEARCH_SPACE = {
-    "VARIANT": ["single", "online"],
+    "VARIANT": ["single", "split", "online"],
+    "SPLIT_CHUNK": [1024, 2048, 4096, 8192, 16384],
     "BLOCK_SIZE": [512, 1024, 2048, 4096, 8192],
     "MAX_SINGLE_COLS": [2048, 4096, 8192, 16384],
     "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16],
@@ -37,6 +44,7 @@ SEARCH_SPACE = {
 
 IGNORE_INDEX = -100  # as reference.IGNORE_INDEX and torch.nn.functional.cross_entropy
 MEAN_BLOCK = 1024  # row losses summed per step by the one-program mean kernel
+COMBINE_TILE = 2048  # partials merged per program by the split variant's combine kernel
 
 
 @triton.jit
@@ -102,6 +110,80 @@ def _cross_entropy_mean_kernel(
     tl.store(Out_ptr, mean.to(Out_ptr.dtype.element_ty))
 
 
+@triton.jit
+def _split_stats_kernel(
+    X_ptr,
+    T_ptr,
+    M_ptr,
+    S_ptr,
+    X_row_stride,
+    n_cols,
+    n_chunks,
+    IGNORE: tl.constexpr,
+    CHUNK: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+):
+    # One program per (row, chunk), the chunks of a row adjacent (one flat grid axis, so the row
+    # count is not capped at 65535 as grid axis 1 would be).
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // n_chunks
+    chunk = pid % n_chunks
+    # Ignored rows load nothing (all-false masks move no bytes): m = -inf, s = 0.
+    active = tl.load(T_ptr + row) != IGNORE
+    x_row = X_ptr + row * X_row_stride
+    cols = tl.arange(0, BLOCK_COLS)
+    m = -float("inf")
+    s = 0.0
+    for off in tl.range(0, CHUNK, BLOCK_COLS):
+        c = chunk * CHUNK + off + cols
+        x = tl.load(x_row + c, mask=active & (c < n_cols), other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
+        m = m_new
+    tl.store(M_ptr + pid, m)
+    tl.store(S_ptr + pid, s)
+
+
+@triton.jit
+def _split_combine_kernel(
+    X_ptr,
+    T_ptr,
+    M_ptr,
+    S_ptr,
+    L_ptr,
+    X_row_stride,
+    n_rows,
+    n_cols,
+    n_chunks,
+    IGNORE: tl.constexpr,
+    ROWS: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    target = tl.load(T_ptr + rows, mask=row_mask, other=IGNORE)
+    active = row_mask & (target != IGNORE)
+    # Merge the row's partials: lse = m + log(sum_k s_k * exp(m_k - m)), m = max_k m_k.
+    k = tl.arange(0, CHUNKS_POW2)[None, :]
+    mask = row_mask[:, None] & (k < n_chunks)
+    part = rows[:, None] * n_chunks + k
+    pm = tl.load(M_ptr + part, mask=mask, other=-float("inf"))
+    ps = tl.load(S_ptr + part, mask=mask, other=0.0)
+    m = tl.max(pm, axis=1)
+    # Ignored rows have every m_k = -inf: shift by 0 so no -inf - -inf NaN appears.
+    shift = tl.where(m == -float("inf"), 0.0, m)
+    s = tl.sum(ps * tl.exp(pm - shift[:, None]), axis=1)
+    # Out-of-range targets (torch raises on them) are never dereferenced.
+    in_range = active & (target >= 0) & (target < n_cols)
+    x_target = tl.load(X_ptr + rows * X_row_stride + target, mask=in_range, other=0.0)
+    # As in the one-pass kernel: (max - target) first, log(1) for the discarded ignored rows.
+    loss = (m - x_target.to(tl.float32)) + tl.log(tl.where(active, s, 1.0))
+    tl.store(L_ptr + rows, tl.where(active, loss, 0.0), mask=row_mask)
+
+
 def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = logits.shape
     out_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
@@ -111,9 +193,14 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     targets = targets.contiguous()
     row_loss = torch.empty((n_rows,), dtype=torch.float32, device=logits.device)
 
-    if n_rows > 0 and n_cols > 0:
+    if n_rows > 0 and CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
+        _split(logits, targets, row_loss)
+    elif n_rows > 0 and n_cols > 0:
         padded = triton.next_power_of_2(n_cols)
-        single = CONFIG["VARIANT"] == "single" and padded <= CONFIG["MAX_SINGLE_COLS"]
+        # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384).
+        single = CONFIG["VARIANT"] != "online" and (
+            CONFIG["VARIANT"] == "split" or padded <= CONFIG["MAX_SINGLE_COLS"]
+        )
         block_cols = padded if single else min(CONFIG["BLOCK_SIZE"], padded)
         rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
         rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
@@ -146,3 +233,43 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         num_warps=max(1, min(4, block // 256)),
     )
     return out
+
+
+def _split(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) -> None:
+    n_rows, n_cols = logits.shape
+    chunk = CONFIG["SPLIT_CHUNK"]
+    n_chunks = triton.cdiv(n_cols, chunk)
+    block_cols = min(CONFIG["BLOCK_SIZE"], chunk)
+    # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the logits.
+    part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=logits.device)
+    part_s = torch.empty_like(part_m)
+    _split_stats_kernel[(n_rows * n_chunks,)](
+        logits,
+        targets,
+        part_m,
+        part_s,
+        logits.stride(0),
+        n_cols,
+        n_chunks,
+        IGNORE=IGNORE_INDEX,
+        CHUNK=chunk,
+        BLOCK_COLS=block_cols,
+        num_warps=max(1, min(CONFIG["num_warps"], block_cols // 256)),
+    )
+    chunks_pow2 = triton.next_power_of_2(n_chunks)
+    rows = max(1, min(COMBINE_TILE // chunks_pow2, triton.next_power_of_2(n_rows)))
+    _split_combine_kernel[(triton.cdiv(n_rows, rows),)](
+        logits,
+        targets,
+        part_m,
+        part_s,
+        row_loss,
+        logits.stride(0),
+        n_rows,
+        n_cols,
+        n_chunks,
+        IGNORE=IGNORE_INDEX,
+        ROWS=rows,
+        CHUNKS_POW2=chunks_pow2,
+        num_warps=max(1, min(4, rows * chunks_pow2 // 256)),
+    )

@@ -7,6 +7,11 @@ chunks twice, first keeping a running max and a rescaled running sum, then norma
 storing (the second read of x mostly hits L2). Narrow rows put several rows in one [ROWS, COLS]
 tile (at most ROWS_PER_PROGRAM, and about BLOCK_SIZE elements per tile), so each program moves
 enough bytes to hide latency; num_warps is capped by the tile so tiny tiles are not over-split.
+"split" spreads each row over several programs (SPLIT_CHUNK columns each), so a few very wide
+rows still fill the GPU: one kernel writes each chunk's fp32 max and sum of exp(x - max) to a
+small workspace; a second merges the row's partials (log-sum-exp) and re-reads its chunk to
+write exp(x - m) / s. That reads x twice from DRAM (the re-read comes a whole kernel later, too
+late for L2); rows no wider than SPLIT_CHUNK take the "single" path instead.
 """
 
 import torch
@@ -17,9 +22,11 @@ KERNEL_TYPE = "softmax"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
 # BLOCK_SIZE: elements per tile (online chunk width, and the row-group size for narrow rows);
-# MAX_SINGLE_COLS: widest padded row the "single" variant keeps in registers (columns).
+# MAX_SINGLE_COLS: widest padded row the "single" variant keeps in registers (columns);
+# SPLIT_CHUNK: columns per program in "split" (walked in tiles of at most BLOCK_SIZE).
 CONFIG = {
     "VARIANT": "single",
+    "SPLIT_CHUNK": 4096,
     "BLOCK_SIZE": 4096,
     "MAX_SINGLE_COLS": 16384,
     "ROWS_PER_PROGRAM": 16,
@@ -27,7 +34,8 @@ CONFIG = {
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
 SEARCH_SPACE = {
-    "VARIANT": ["single", "online"],
+    "VARIANT": ["single", "split", "online"],
+    "SPLIT_CHUNK": [1024, 2048, 4096, 8192, 16384],
     "BLOCK_SIZE": [512, 1024, 2048, 4096, 8192],
     "MAX_SINGLE_COLS": [2048, 4096, 8192, 16384],
     "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32],
@@ -82,6 +90,77 @@ def _softmax_kernel(
             tl.store(y_row + start + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
 
 
+@triton.jit
+def _split_stats_kernel(
+    X_ptr,
+    M_ptr,
+    S_ptr,
+    X_row_stride,
+    n_cols,
+    n_chunks,
+    CHUNK: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+):
+    # Phase 1: one program per (row, chunk), the chunks of a row adjacent (one flat grid axis,
+    # so the row count is not capped at 65535 as grid axis 1 would be).
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // n_chunks
+    chunk = pid % n_chunks
+    x_row = X_ptr + row * X_row_stride
+    cols = tl.arange(0, BLOCK_COLS)
+    m = -float("inf")
+    s = 0.0
+    for off in tl.range(0, CHUNK, BLOCK_COLS):
+        c = chunk * CHUNK + off + cols
+        x = tl.load(x_row + c, mask=c < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), axis=0)
+        m = m_new
+    tl.store(M_ptr + pid, m)
+    tl.store(S_ptr + pid, s)
+
+
+@triton.jit
+def _split_normalize_kernel(
+    X_ptr,
+    Y_ptr,
+    M_ptr,
+    S_ptr,
+    X_row_stride,
+    Y_row_stride,
+    n_cols,
+    n_chunks,
+    CHUNK: tl.constexpr,
+    BLOCK_COLS: tl.constexpr,
+    CHUNKS_POW2: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    row = pid // n_chunks
+    chunk = pid % n_chunks
+    # Phase 2: every program of a row merges the same partials in the same order, so all its
+    # chunks agree on (m, s) bit for bit; cheaper than a third launch for a few hundred floats.
+    k = tl.arange(0, CHUNKS_POW2)
+    k_mask = k < n_chunks
+    pm = tl.load(M_ptr + row * n_chunks + k, mask=k_mask, other=-float("inf"))
+    ps = tl.load(S_ptr + row * n_chunks + k, mask=k_mask, other=0.0)
+    m = tl.max(pm, axis=0)
+    # An all -inf row keeps s = 0 here (no NaN yet); exp(-inf - -inf) below makes it NaN as torch.
+    shift = tl.where(m == -float("inf"), 0.0, m)
+    inv = 1.0 / tl.sum(ps * tl.exp(pm - shift), axis=0)
+    # Phase 3: re-read the chunk and normalize.
+    x_row = X_ptr + row * X_row_stride
+    y_row = Y_ptr + row * Y_row_stride
+    cols = tl.arange(0, BLOCK_COLS)
+    for off in tl.range(0, CHUNK, BLOCK_COLS):
+        c = chunk * CHUNK + off + cols
+        c_mask = c < n_cols
+        x = tl.load(x_row + c, mask=c_mask, other=-float("inf")).to(tl.float32)
+        y = tl.exp(x - m) * inv
+        tl.store(y_row + c, y.to(Y_ptr.dtype.element_ty), mask=c_mask)
+
+
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     shape = x.shape
     n_cols = shape[-1]
@@ -94,7 +173,12 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
 
     padded = triton.next_power_of_2(n_cols)
-    single = CONFIG["VARIANT"] == "single" and padded <= CONFIG["MAX_SINGLE_COLS"]
+    if CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
+        return _split(x2, y, n_cols).view(shape)
+    # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384): "single".
+    single = CONFIG["VARIANT"] != "online" and (
+        CONFIG["VARIANT"] == "split" or padded <= CONFIG["MAX_SINGLE_COLS"]
+    )
     block_cols = padded if single else min(CONFIG["BLOCK_SIZE"], padded)
     rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
     rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
@@ -113,3 +197,41 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
         num_warps=num_warps,
     )
     return y.view(shape)
+
+
+def _split(x2: torch.Tensor, y: torch.Tensor, n_cols: int) -> torch.Tensor:
+    n_rows = x2.shape[0]
+    chunk = CONFIG["SPLIT_CHUNK"]
+    n_chunks = triton.cdiv(n_cols, chunk)
+    block_cols = min(CONFIG["BLOCK_SIZE"], chunk)
+    num_warps = max(1, min(CONFIG["num_warps"], block_cols // 256))
+    # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the row itself.
+    part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=x2.device)
+    part_s = torch.empty_like(part_m)
+    grid = (n_rows * n_chunks,)
+    _split_stats_kernel[grid](
+        x2,
+        part_m,
+        part_s,
+        x2.stride(0),
+        n_cols,
+        n_chunks,
+        CHUNK=chunk,
+        BLOCK_COLS=block_cols,
+        num_warps=num_warps,
+    )
+    _split_normalize_kernel[grid](
+        x2,
+        y,
+        part_m,
+        part_s,
+        x2.stride(0),
+        y.stride(0),
+        n_cols,
+        n_chunks,
+        CHUNK=chunk,
+        BLOCK_COLS=block_cols,
+        CHUNKS_POW2=triton.next_power_of_2(n_chunks),
+        num_warps=num_warps,
+    )
+    return y
