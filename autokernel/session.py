@@ -78,6 +78,13 @@ def _agent(req: RunRequest, args: dict, loop_ref: list[Loop]) -> Agent:
     root = req.workspace
     settings = load_settings(root / "autokernel.yaml")
     kind = args.get("kind") or settings.get("agent") or "tuner"
+    from autokernel.briefing import PROGRAM
+
+    if kind != "tuner" and not PROGRAM.is_file():
+        raise AgentError(
+            f"the playbook {PROGRAM} is missing, and an LLM agent works from it: install "
+            "autokernel from a checkout (pip install -e .), or use --agent tuner"
+        )
 
     def on_wait(message: str) -> None:
         if loop_ref:
