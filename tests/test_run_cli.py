@@ -68,16 +68,21 @@ def test_tuner_run_then_status(tmp_path):
 
 def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     ws = tmp_path / "ws"
+    log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen(
         [*CLI, "run", "--kernel", "rmsnorm", "--max-experiments", "6", "--quick", "--quiet",
          "--workspace", str(ws)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     state_file = ws / ".autokernel" / "state.json"
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline:  # wait for experiment 1 to be under evaluation
             time.sleep(0.2)
+            if proc.poll() is not None:
+                pytest.fail(
+                    "the run ended before experiment 1:\n" + (tmp_path / "run.log").read_text()
+                )
             try:
                 flight = json.loads(state_file.read_text()).get("in_flight")
             except (OSError, ValueError):
@@ -86,7 +91,9 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
                 time.sleep(1.0)
                 break
         else:
-            pytest.fail("the run never reached experiment 1")
+            pytest.fail(
+                "the run never reached experiment 1:\n" + (tmp_path / "run.log").read_text()
+            )
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # the parent and its sandboxed worker, no cleanup
         proc.wait()
