@@ -19,6 +19,7 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from autokernel.attribution import FORWARD_LABEL, KERNEL_TYPES, Attribution, Instance, attribute
 from autokernel.model_input import LoadedModel
 from autokernel.module_calls import ModuleRecorder
+from autokernel.stats import amdahl
 
 WARMUP = 3  # forwards before profiling
 ITERS = 5  # profiled forwards; times are per forward (mean)
@@ -46,8 +47,7 @@ class Row:
 
     def amdahl(self, speedup: float) -> float:
         """End-to-end speedup if this row alone ran `speedup` times faster (inf: free)."""
-        rest = 1.0 - self.share + (0.0 if speedup == float("inf") else self.share / speedup)
-        return 1.0 / rest if rest > 0 else float("inf")
+        return amdahl([(self.share, speedup)])
 
 
 @dataclass

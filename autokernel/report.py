@@ -19,6 +19,7 @@ from rich.text import Text
 
 from autokernel.render import output_console
 from autokernel.results import ResultsLog
+from autokernel.stats import amdahl as amdahl  # the report's estimate
 
 RESULTS_FILE = "results.tsv"
 PNG_FILE = "progress.png"
@@ -120,16 +121,6 @@ def _median(values: list[float | None]) -> float | None:
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
-
-
-def amdahl(pairs: list[tuple[float, float | None]]) -> float:
-    """Whole-model speedup from (share, speedup) per target: 1 / (Σ share/s + rest).
-
-    A target without a measured speedup runs as before (s = 1); shares summing past 1 leave no
-    rest rather than a negative one."""
-    total = sum(share for share, _ in pairs)
-    time = sum(share / (s if s and s > 0 else 1.0) for share, s in pairs)
-    return 1.0 / (time + max(0.0, 1.0 - total))
 
 
 def _target(name: str, rows: list[dict[str, str]]) -> TargetReport:

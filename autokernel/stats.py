@@ -1,4 +1,4 @@
-"""The one geometric mean: how speeds over several sizes become one figure, everywhere."""
+"""The figures every view shares: one geometric mean over sizes, one Amdahl estimate."""
 
 from __future__ import annotations
 
@@ -11,3 +11,15 @@ def geomean(values: Iterable[float | None]) -> float | None:
     out, and an empty result is None rather than a made-up 1.0."""
     vals = [v for v in values if v is not None and v > 0]
     return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+
+def amdahl(pairs: Iterable[tuple[float, float | None]]) -> float:
+    """Whole-model speedup from (share of the time, speedup) per part: 1 / (sum share/s + rest).
+
+    A part without a measured speedup runs as before (s = 1); shares summing past 1 leave no
+    rest rather than a negative one; everything free is an infinite speedup."""
+    pairs = list(pairs)
+    total = sum(share for share, _ in pairs)
+    time = sum(share / (s if s and s > 0 else 1.0) for share, s in pairs)
+    time += max(0.0, 1.0 - total)
+    return 1.0 / time if time > 0 else float("inf")

@@ -161,6 +161,7 @@ def amdahl(workspace: Path, used: set[str]) -> float | None:
     """1 / (sum(share_i / s_i) + rest) over the targets whose kernel ran, from the state file's
     best speedups vs eager and the plan's shares; None without any measured speedup."""
     import orchestrate
+    from autokernel import stats
 
     try:
         state = orchestrate.load(workspace)
@@ -177,7 +178,7 @@ def amdahl(workspace: Path, used: set[str]) -> float | None:
     if not parts or total <= 0:
         return None
     norm = max(1.0, total)  # shares over 1 (overlapping plan entries): scale them down
-    return 1.0 / (sum(share / norm / s for share, s in parts) + 1.0 - total / norm)
+    return stats.amdahl((share / norm, s) for share, s in parts)
 
 
 def _tensors(obj: Any, name: str = "output") -> list[tuple[str, torch.Tensor]]:
