@@ -136,7 +136,8 @@ def make_loop(
     state = new_state("t1", "x", hours, targets or [single("softmax")], max_tokens)
     loop = Loop(
         ws, state, agent or Tuner(), ResultsLog(root / "results.tsv"),
-        Settings(on_gpu=False, max_experiments=max_experiments, rules=rules or Rules(),
+        # on_gpu: the fake harness's figures stand for GPU figures (the 2x rule applies)
+        Settings(on_gpu=True, max_experiments=max_experiments, rules=rules or Rules(),
                  revisit=revisit),
         evaluate=harness.evaluate, compare=harness.compare, clock=lambda: clock[0],
     )  # fmt: skip
@@ -159,6 +160,6 @@ def reopen(
     clock = harness.clock or [0.0]
     return Loop(
         ws, state, agent or Tuner(), ResultsLog(root / "results.tsv"),
-        Settings(on_gpu=False, max_experiments=max_experiments, rules=rules or Rules()),
+        Settings(on_gpu=True, max_experiments=max_experiments, rules=rules or Rules()),
         evaluate=harness.evaluate, compare=harness.compare, clock=lambda: clock[0],
     )  # fmt: skip

@@ -272,3 +272,13 @@ def test_close_calls_are_decided_at_the_models_real_shapes(tmp_path):
     loop, _ = make_loop(tmp_path, harness, agent=agent, targets=[shaped], max_experiments=2)
     loop.run()
     assert harness.compared == 1 and rows(tmp_path)[1]["status"] == "revert"
+
+
+def test_cpu_figures_never_trigger_the_2x_rule(tmp_path):
+    """Under the interpreter, x-vs-eager compares the interpreter with CPU PyTorch: no reason to
+    stop working on a kernel."""
+    loop, _ = make_loop(tmp_path, FakeHarness(eager_us=150.0), max_experiments=14)
+    loop.settings.on_gpu = False
+    loop.run()
+    ts = load(tmp_path).targets[0]
+    assert ts.best.speedup_vs_eager >= 2.0 and "eager" not in ts.reason
