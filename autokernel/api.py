@@ -18,17 +18,22 @@ import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import torch
 from torch import nn
 
 from autokernel.kernel_ops import Policy
 from autokernel.patching import Patch
 
 
-def load_kernels(workspace: str | Path, policy: Policy = "dtype") -> Patch:
-    """The workspace's kernels as a Patch (apply with `patch.applied(model)` or `install`)."""
+def load_kernels(
+    workspace: str | Path, policy: Policy = "dtype", keep_slower: bool = False
+) -> Patch:
+    """The workspace's kernels as a Patch (apply with `patch.applied(model)` or `install`). On a
+    GPU a kernel whose best measured slower than eager is left out unless keep_slower."""
     from autokernel.verify import collect_kernels
 
-    kernels, _, _ = collect_kernels(Path(workspace))
+    skip = torch.cuda.is_available() and not keep_slower
+    kernels, _, _ = collect_kernels(Path(workspace), skip_slower=skip)
     return Patch(kernels, policy)
 
 

@@ -5,9 +5,10 @@ kernel.py (read through git), else the target is skipped with a note. The model 
 and patched on the same inputs; each output is compared relative to its scale,
 max|patched - eager| / max(1, max|eager|), against the dtype's harness tolerance times
 ACCUMULATION_FACTOR. A replacement whose kernel never ran is an error, with the reason its calls
-fell back or that nothing in the model matched it. Timing: eager, patched and torch.compile(eager)
-through the harness's one timing path, next to the Amdahl prediction from the per-kernel
-speedups in the run's state file.
+fell back or that nothing in the model matched it. On a GPU a target whose best measured slower
+than eager stays with PyTorch (--keep-slower overrides). Timing: eager, patched and
+torch.compile(eager) through the harness's one timing path, next to the Amdahl prediction from
+the per-kernel speedups in the run's state file.
 """
 
 from __future__ import annotations
@@ -103,8 +104,12 @@ class VerifyResult:
         return data
 
 
-def collect_kernels(workspace: Path) -> tuple[list[LoadedKernel], dict[str, str], list[str]]:
-    """(kernels, where each came from, notes) for the workspace's targets."""
+def collect_kernels(
+    workspace: Path, skip_slower: bool = False
+) -> tuple[list[LoadedKernel], dict[str, str], list[str]]:
+    """(kernels, where each came from, notes) for the workspace's targets. With skip_slower, a
+    target whose best measured slower than eager at its own shapes stays with PyTorch: on a GPU
+    plugging it in could only slow the model down."""
     import orchestrate
 
     try:
@@ -119,6 +124,11 @@ def collect_kernels(workspace: Path) -> tuple[list[LoadedKernel], dict[str, str]
     else:
         for ts in state.targets:
             name, shapes = ts.name, ts.target.shapes
+            x = ts.best.speedup_vs_eager if ts.best else None
+            if skip_slower and x is not None and x < 1.0:
+                notes.append(f"{name}: left to PyTorch: its best is slower than eager ({x:.2f}x);"
+                             " --keep-slower uses it anyway")  # fmt: skip
+                continue
             path = workspace / "optimized" / f"{name}.py"
             if path.is_file():
                 origin[name] = str(path)
@@ -290,15 +300,18 @@ def _time(
             result.notes.append(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
 
 
-def verify_workspace(source: Any, workspace: Path, **options: Any) -> VerifyResult:
+def verify_workspace(
+    source: Any, workspace: Path, keep_slower: bool = False, **options: Any
+) -> VerifyResult:
     """Load the model (autokernel.model_input) and the workspace's kernels, then verify."""
     from autokernel.model_input import ModelInputError, load_model
 
-    kernels, origin, notes = collect_kernels(workspace)
     try:
         loaded = load_model(source)
     except ModelInputError as exc:
         raise VerifyError(str(exc)) from None
+    skip = loaded.device.type == "cuda" and not keep_slower  # CPU figures: interpreter, not speed
+    kernels, origin, notes = collect_kernels(workspace, skip_slower=skip)
     result = verify_model(loaded.model, loaded.inputs, kernels, name=loaded.name, **options)
     result.kernels, result.notes = origin, notes + result.notes
     result.predicted_speedup = amdahl(workspace, {k.name for k in kernels if _ran(result, k)})
@@ -329,6 +342,10 @@ def verify_command(
     compile_baseline: Annotated[
         bool, typer.Option("--compile/--no-compile", help="Also time torch.compile(eager).")
     ] = True,
+    keep_slower: Annotated[
+        bool,
+        typer.Option(help="On a GPU, also use kernels whose best was slower than eager."),
+    ] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the result here.")] = None,
 ) -> None:
     """Put the optimized kernels into the model: outputs vs eager, call counts, speedup."""
@@ -342,7 +359,8 @@ def verify_command(
         source = ModelSource(path=model_file, class_name=class_name, input_shape=shape,
                              hf_config=hf_config, dtype=dtype, device=device)  # fmt: skip
         policy: Policy = "plan" if plan_shapes_only else "dtype"
-        result = verify_workspace(source, workspace, policy=policy, with_compile=compile_baseline)
+        result = verify_workspace(source, workspace, policy=policy, with_compile=compile_baseline,
+                                  keep_slower=keep_slower)  # fmt: skip
     except (VerifyError, ModelInputError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None

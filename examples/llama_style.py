@@ -3,23 +3,27 @@
 RMSNorm computed in fp32, rotary position embeddings (rotate_half convention, as
 reference.rotary_embedding), grouped-query causal attention through
 F.scaled_dot_product_attention, a SwiGLU MLP (gate_proj, up_proj, down_proj) and bias-free
-linears. Sizes are small so a CPU forward in float32 takes milliseconds.
+linears. The default sizes run a float32 CPU forward in milliseconds.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-VOCAB = 512
-HIDDEN = 128
-HEADS = 4
-KV_HEADS = 2
-INTERMEDIATE = 344
-LAYERS = 2
-BATCH = 2
-SEQ = 64
+# AUTOKERNEL_EXAMPLE_SIZE=gpu gives widths worth profiling on a GPU (a 1B-class LLaMA layer:
+# hidden 2048, head_dim 128, 8192 tokens per forward); the default keeps a CPU forward fast.
+SIZES = {
+    "small": (512, 128, 4, 2, 344, 2, 2, 64),
+    "gpu": (32000, 2048, 16, 8, 5632, 2, 4, 2048),
+}
+SIZE = os.environ.get("AUTOKERNEL_EXAMPLE_SIZE", "small")
+if SIZE not in SIZES:
+    raise ValueError(f"AUTOKERNEL_EXAMPLE_SIZE={SIZE!r}: use one of {', '.join(SIZES)}")
+VOCAB, HIDDEN, HEADS, KV_HEADS, INTERMEDIATE, LAYERS, BATCH, SEQ = SIZES[SIZE]
 EPS = 1e-6
 ROPE_THETA = 10000.0
 SEED = 0

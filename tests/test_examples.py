@@ -93,3 +93,13 @@ def test_llama_uses_grouped_query_attention():
     assert attn.kv_heads < attn.heads
     assert attn.k_proj.out_features == m.KV_HEADS * (m.HIDDEN // m.HEADS)
     assert all(lin.bias is None for lin in model.modules() if isinstance(lin, torch.nn.Linear))
+
+
+def test_llama_gpu_size_is_selected_by_the_environment(monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_EXAMPLE_SIZE", "gpu")
+    m = load("llama_style")
+    assert (m.HIDDEN // m.HEADS, m.BATCH * m.SEQ, m.VOCAB) == (128, 8192, 32000)
+    assert m.get_init_inputs()[:2] == [32000, 2048]
+    monkeypatch.setenv("AUTOKERNEL_EXAMPLE_SIZE", "huge")
+    with pytest.raises(ValueError, match="use one of small, gpu"):
+        load("llama_style")

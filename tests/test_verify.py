@@ -352,6 +352,26 @@ def test_kernels_from_the_state_file_and_best_commits(tmp_path):
     assert amdahl(ws, set()) is None
 
 
+def test_a_kernel_slower_than_eager_is_left_out_when_asked(tmp_path):
+    ws = tmp_path / "ws"
+    (ws / "optimized").mkdir(parents=True)
+    for name in ("rmsnorm", "softmax", "reduce"):
+        shutil.copy(KERNELS / f"{name}.py", ws / "optimized" / f"{name}.py")
+    state = orchestrate.new_state("t", "tuner", 1.0, [
+        Target("rmsnorm", "rmsnorm", share=0.5), Target("softmax", "softmax", share=0.3),
+        Target("reduce", "reduce", share=0.1),
+    ])  # fmt: skip
+    for ts, x in zip(state.targets, (1.3, 0.6, None), strict=True):
+        ts.best = orchestrate.Score(us=1.0, spread=0.0, speedup_vs_eager=x)
+    orchestrate.save(state, ws)
+    kept, _, notes = collect_kernels(ws, skip_slower=True)
+    assert [k.name for k in kept] == ["rmsnorm", "reduce"]  # unmeasured: no reason to drop it
+    assert (
+        len(notes) == 1 and notes[0].startswith("softmax: left to PyTorch") and "0.60x" in notes[0]
+    )
+    assert [k.name for k in collect_kernels(ws)[0]] == ["rmsnorm", "softmax", "reduce"]
+
+
 def test_empty_workspace_is_a_clear_error(tmp_path):
     with pytest.raises(VerifyError, match="no kernels in"):
         collect_kernels(tmp_path)
