@@ -124,6 +124,9 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
         else:
             key = ("other", inst.name)
         groups.setdefault(key, []).append(inst)
+    # Some torch builds (2.11 with CUDA) record shapes but not dtypes for ops; a target then
+    # takes the model's dtype, which is what its inputs are in a model cast with --dtype.
+    model_dtype = str(loaded.dtype).removeprefix("torch.")
     rows = []
     for members in groups.values():
         first = members[0]
@@ -135,7 +138,7 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
                 kind=first.kind,
                 name=first.name,
                 shape=first.shape,
-                dtype=first.dtype,
+                dtype=first.dtype or (model_dtype if first.kind in KERNEL_TYPES else None),
                 args=first.args,
                 ms=ms,
                 calls=max(1, round(len(members) / n)),

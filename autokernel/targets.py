@@ -26,6 +26,15 @@ class Target:
     share: float = 1.0  # fraction of the model's GPU time this target accounts for
     calls: int = 1
     args: dict[str, object] = field(default_factory=dict)  # eps, causal, ... as the model uses
+    model_ms: float | None = None  # per forward, all calls, in the profiled model (plan's ms)
+
+    def model_speedup(self, kernel_us: float | None) -> float | None:
+        """The model's own profiled time for this target over the kernel's at the same shape.
+        That, not the speedup over reference.py's eager code, is what the model gains: a
+        model's hand-written RMSNorm in fp32 ops can be ten times slower than the reference."""
+        if self.model_ms and kernel_us and len(self.shapes) == 1:
+            return self.model_ms * 1e3 / (self.calls * kernel_us)
+        return None
 
     def harness_sizes(self) -> list[dict[str, int]]:
         """The real shapes as harness sizes; size-level arguments a spec reads from the size
@@ -107,7 +116,7 @@ def from_plan(path: Path) -> list[Target]:
     """Targets from plan.yaml (written by `autokernel profile`), in the plan's order.
 
     Expected: {"targets": [{"name", "kernel_type", "shapes": [{dim: int}] or ["AxB"],
-    "dtype", "share", "calls", "args"}]}; only kernel_type is required."""
+    "dtype", "share", "calls", "args", "ms"}]}; only kernel_type is required."""
     import yaml
 
     try:
@@ -144,6 +153,7 @@ def from_plan(path: Path) -> list[Target]:
                 share=float(entry.get("share", 1.0 / len(entries))),
                 calls=int(entry.get("calls", 1)),
                 args=dict(entry.get("args") or {}),
+                model_ms=float(entry["ms"]) if entry.get("ms") else None,
             )
         )
     return targets

@@ -168,8 +168,9 @@ def _from_commit(workspace: Path, sha: str, name: str) -> Path:
 
 
 def amdahl(workspace: Path, used: set[str]) -> float | None:
-    """1 / (sum(share_i / s_i) + rest) over the targets whose kernel ran, from the state file's
-    best speedups vs eager and the plan's shares; None without any measured speedup."""
+    """1 / (sum(share_i / s_i) + rest) over the targets whose kernel ran, with the plan's shares;
+    s_i is the model's profiled time for the target over its best kernel's time at that shape
+    (Target.model_speedup), else the best speedup vs eager. None without any speedup."""
     import orchestrate
     from autokernel import stats
 
@@ -180,10 +181,11 @@ def amdahl(workspace: Path, used: set[str]) -> float | None:
     if state is None:
         return None
     parts = [
-        (ts.target.share, ts.best.speedup_vs_eager)
+        (ts.target.share, ts.target.model_speedup(ts.best.us) or ts.best.speedup_vs_eager)
         for ts in state.targets
-        if ts.name in used and ts.best and ts.best.speedup_vs_eager
+        if ts.name in used and ts.best
     ]
+    parts = [(share, x) for share, x in parts if x]
     total = sum(share for share, _ in parts)
     if not parts or total <= 0:
         return None

@@ -219,6 +219,7 @@ def test_plan_round_trips_through_from_plan(tmp_path):
     assert [t.calls for t in loaded] == [r.calls for r in prof.targets]
     assert [t.args for t in loaded] == [r.args for r in prof.targets]
     assert [t.share for t in loaded] == pytest.approx([r.share for r in prof.targets], abs=1e-4)
+    assert [t.model_ms for t in loaded] == pytest.approx([r.ms for r in prof.targets], abs=1e-4)
     assert len({t.name for t in loaded}) == len(loaded)
     assert {t.dtype for t in loaded} == {"float32"}
     data = yaml.safe_load(plan.read_text())
@@ -323,3 +324,27 @@ def test_cuda_attribution_counts_each_kernel_once():
     got = {(r.kind, r.name): r.ms for r in prof.rows}
     assert got == {("matmul", "Linear"): 0.010, ("rmsnorm", "RMSNorm"): 0.005,
                    ("other", "aten::gelu"): 0.002}  # fmt: skip
+
+
+def test_a_target_without_recorded_dtypes_takes_the_models():
+    """torch 2.11 with CUDA records shapes but no dtypes: the plan must still say bf16."""
+    import torch
+
+    from autokernel.attribution import attribute
+    from autokernel.module_calls import ModuleRecorder
+    from autokernel.profiler import _summarize
+
+    fwd = FakeEvent("ak::forward")
+    q = (2, 4, 16, 64)
+    sdpa = FakeEvent("aten::scaled_dot_product_attention", fwd, device_us=8.0, shapes=[q, q, q])
+    del sdpa.input_dtypes
+    gelu = FakeEvent("aten::gelu", fwd, device_us=2.0, shapes=[(8, 4)])
+    gelu.input_dtypes = []
+    kernels = [FakeEvent("flash_kernel", cuda=True, device_us=8.0),
+               FakeEvent("gelu_kernel", cuda=True, device_us=2.0)]  # fmt: skip
+    recorder = ModuleRecorder(torch.nn.Module())
+    result = attribute([fwd, sdpa, gelu, *kernels], recorder, device=True, iterations=1)
+    loaded = type("L", (), {"name": "m", "device": torch.device("cuda"), "dtype": torch.bfloat16})
+    prof = _summarize(loaded, result, wall_ms=0.02)
+    got = {r.kind: r.dtype for r in prof.rows}
+    assert got == {"flash_attention": "bfloat16", "other": None}

@@ -352,6 +352,23 @@ def test_kernels_from_the_state_file_and_best_commits(tmp_path):
     assert amdahl(ws, set()) is None
 
 
+def test_prediction_uses_the_models_own_time_for_a_target(tmp_path):
+    """The model's RMSNorm (fp32 ops) took 1.2 ms for 5 calls; the kernel takes 24 µs a call:
+    10x in the model even though it is only 1.16x faster than reference.py's eager code."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    one = ({"rows": 8192, "cols": 2048},)
+    rms = Target("rmsnorm", "rmsnorm", shapes=one, share=0.2, calls=5, model_ms=1.2)
+    two = Target("softmax", "softmax", shapes=one * 2, share=0.3, model_ms=1.0)  # two shapes
+    state = orchestrate.new_state("t", "tuner", 1.0, [rms, two])
+    state.targets[0].best = orchestrate.Score(us=24.0, spread=0.0, speedup_vs_eager=1.16)
+    state.targets[1].best = orchestrate.Score(us=10.0, spread=0.0, speedup_vs_eager=1.5)
+    orchestrate.save(state, ws)
+    assert amdahl(ws, {"rmsnorm"}) == pytest.approx(1 / (0.8 + 0.2 / 10))
+    # several shapes: one µs figure cannot be set against the model's time: vs eager instead
+    assert amdahl(ws, {"softmax"}) == pytest.approx(1 / (0.7 + 0.3 / 1.5))
+
+
 def test_a_kernel_slower_than_eager_is_left_out_when_asked(tmp_path):
     ws = tmp_path / "ws"
     (ws / "optimized").mkdir(parents=True)
