@@ -1,0 +1,42 @@
+"""% of peak is against the measured ceiling, raised where a baseline went faster at that size:
+otherwise the 90 %-of-peak rule could stop a matmul that cuBLAS still beats."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autokernel.harness import benchmark
+from autokernel.harness.benchmark import Peaks, _timing, effective_peak
+from autokernel.harness.stages import Evaluation
+from autokernel.specs import SPECS
+
+SIZE = {"M": 8192, "N": 32000, "K": 2048}  # the LLaMA-style example's lm_head on the H200
+
+
+def timing(monkeypatch, eager_us, ceiling=760.0):
+    monkeypatch.setattr(
+        benchmark.baselines,
+        "lookup",
+        lambda spec, size, dtype, dev, kind: {"eager": eager_us}.get(kind),
+    )
+    ev = Evaluation(spec=SPECS["matmul"], kernel_fn=None, device=torch.device("cpu"), seed=0)
+    return _timing(ev, SIZE, torch.bfloat16, 1755.6, 1.0, Peaks(None, ceiling), False)
+
+
+def test_a_baseline_faster_than_the_ceiling_raises_the_peak(monkeypatch):
+    t = timing(monkeypatch, eager_us=1374.3)  # cuBLAS: 781 TFLOPS here
+    assert t.throughput == pytest.approx(2 * 8192 * 32000 * 2048 / 1755.6e-6 / 1e12)  # 611.6
+    assert t.pct_peak == pytest.approx(100 * 1374.3 / 1755.6)  # vs cuBLAS, not 80.6 % of 760
+    assert t.pct_peak < 90
+
+
+def test_a_slower_baseline_leaves_the_ceiling(monkeypatch):
+    t = timing(monkeypatch, eager_us=3000.0)
+    assert t.pct_peak == pytest.approx(100 * t.throughput / 760.0)
+
+
+def test_no_ceiling_stays_unknown():
+    assert effective_peak(None, 1000.0, 1.0) is None
+    assert effective_peak(500.0, 1000.0, None, 4.0) == 500.0
+    assert effective_peak(100.0, 1000.0, 4.0, 2.0) == 500.0
