@@ -45,7 +45,7 @@ class Peaks:
 def effective_peak(ceiling: float | None, work: float, *baseline_us: float | None) -> float | None:
     """The machine's measured ceiling, raised to what a baseline reached at this very size:
     cuBLAS does 781 TFLOPS on an 8192x32000x2048 bf16 product on the H200 where the ceiling's
-    own shape reached 711-760, and a kernel cannot be "at 90 % of peak" while a library call
+    own shape reached 710-760, and a kernel cannot be "at 90 % of peak" while a library call
     beats it. `work` is throughput x µs (bytes or flops in the unit's scale)."""
     rates = [work / us for us in baseline_us if us]
     return max([ceiling, *rates]) if ceiling else ceiling
