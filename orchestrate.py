@@ -61,6 +61,7 @@ class TargetState:
     best_commit: str | None = None
     optimized_commit: str | None = None
     tried_configs: list[dict] = field(default_factory=list)
+    oversized_configs: list[dict] = field(default_factory=list)  # ran out of smem/registers
     last_failure: str | None = None
     final: bool = False  # done for good (at peak, 2x, nothing left); else revisited if time is left
     rounds: int = 1  # visits: a target moved on from for reverts or time comes back in round 2...

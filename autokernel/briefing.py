@@ -92,4 +92,5 @@ def context(
         last_failure=ts.last_failure,
         roofline=roofline_text(ts),
         tried_configs=list(ts.tried_configs),
+        oversized_configs=list(ts.oversized_configs),
     )

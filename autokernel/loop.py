@@ -17,7 +17,7 @@ from pathlib import Path
 
 from autokernel import briefing
 from autokernel.agents.base import Agent, AgentError, AgentStopped, InvalidReply
-from autokernel.agents.tuner import read_config
+from autokernel.agents.tuner import out_of_resources, read_config
 from autokernel.harness import sandbox
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
@@ -304,6 +304,8 @@ class Loop:
             config, _ = read_config(self.ws.show(sha))
             if config and config not in ts.tried_configs:
                 ts.tried_configs.append(config)
+            if config and decision.status != "keep" and out_of_resources(verdict.message):
+                ts.oversized_configs.append(config)
         except (AgentError, SyntaxError, WorkspaceError):
             pass  # an LLM's kernel without a literal CONFIG: nothing for the tuner to remember
         self.state.in_flight = None

@@ -297,3 +297,33 @@ def test_cpu_figures_never_trigger_the_2x_rule(tmp_path):
     loop.run()
     ts = load(tmp_path).targets[0]
     assert ts.best.speedup_vs_eager >= 2.0 and "eager" not in ts.reason
+
+
+def test_a_config_out_of_shared_memory_reaches_the_agent(tmp_path):
+    """A compile that ran out of shared memory is remembered in the state and handed to the
+    agent, so the tuner never spends an experiment on a config at least as large
+    (tests/test_tuner.py shows the pruning itself)."""
+    from autokernel.harness.verdict import Check, Status, Verdict
+
+    class SmallGPU(FakeHarness):
+        def evaluate(self, path, opts=None, on_phase=None):
+            config, _ = read_config(Path(path).read_text())
+            if config["BLOCK_SIZE"] >= 8192:
+                msg = (
+                    "crash in compile 64x1024 float32: kernel_fn raised OutOfResources: out "
+                    "of resource: shared memory, Required: 262144, Hardware limit: 232448"
+                )
+                fail = Check("compile", "64x1024", "float32", False, msg)
+                return Verdict(status=Status.CRASH, kernel_type="softmax", message=msg,
+                               failure=fail)  # fmt: skip
+            return super().evaluate(path, opts, on_phase)
+
+    agent = ScriptedAgent([set_config(BLOCK_SIZE=8192), set_config(num_warps=4)])
+    loop, _ = make_loop(tmp_path, SmallGPU(), agent=agent, max_experiments=3)
+    loop.run()
+    assert [r["status"] for r in rows(tmp_path)] == ["keep", "crash", "revert"]
+    oversized = load(tmp_path).targets[0].oversized_configs
+    assert [c["BLOCK_SIZE"] for c in oversized] == [8192]
+    assert agent.contexts[0].oversized_configs == []
+    assert agent.contexts[1].oversized_configs == oversized  # the next proposal knows
+    # the slower num_warps=4 (reverted) is not taken for one that ran out of resources

@@ -80,3 +80,40 @@ def test_every_starter_is_tunable(kind):
     proposal = Tuner().propose(ctx(source))
     assert proposal is not None and proposal.source != source
     ast.parse(proposal.source)
+
+
+TILES = """CONFIG = {"BLOCK_M": 64, "num_stages": 3, "num_warps": 4, "VARIANT": "a"}
+SEARCH_SPACE = {"BLOCK_M": [32, 64, 128, 256], "num_stages": [2, 3, 4, 5],
+                "num_warps": [4, 8], "VARIANT": ["a", "b"]}
+"""
+
+
+def test_configs_as_large_as_one_out_of_resources_are_never_proposed():
+    oversized = [{"BLOCK_M": 128, "num_stages": 4, "num_warps": 8, "VARIANT": "a"}]
+    tuner, tried, seen = Tuner(), [], []
+    while True:
+        c = Context(
+            experiment=1, target="t", kernel_type="matmul", program="", spec_text="",
+            reference_source="", kernel_source=TILES, tried_configs=tried,
+            oversized_configs=oversized,
+        )  # fmt: skip
+        p = tuner.propose(c)
+        if p is None:
+            break
+        tried.append(read_config(p.source)[0])
+        seen.append(tried[-1])
+    big = [s for s in seen if s["BLOCK_M"] >= 128 and s["num_stages"] >= 4 and s["VARIANT"] == "a"]
+    assert big == []  # whatever the warps: they do not change shared memory
+    # smaller in one dimension, or another algorithm, is still tried
+    assert {"BLOCK_M": 128, "num_stages": 3, "num_warps": 4, "VARIANT": "a"} in seen
+    assert {"BLOCK_M": 64, "num_stages": 4, "num_warps": 4, "VARIANT": "a"} in seen
+    assert {"BLOCK_M": 64, "num_stages": 3, "num_warps": 4, "VARIANT": "b"} in seen
+
+
+def test_out_of_resources_is_recognized_in_triton_s_message():
+    from autokernel.agents.tuner import out_of_resources
+
+    msg = ("crash in compile 64x64 bfloat16: kernel_fn raised OutOfResources: out of resource: "
+           "shared memory, Required: 262144, Hardware limit: 232448.")  # fmt: skip
+    assert out_of_resources(msg)
+    assert not out_of_resources("fail in correctness: max error 0.5") and not out_of_resources(None)

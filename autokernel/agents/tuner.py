@@ -5,7 +5,8 @@ values changed, committed and judged like any LLM edit. Keys are tried in the or
 lists them in SEARCH_SPACE, which starters order by expected gain (algorithm VARIANT first, then
 tile sizes, then warps and stages: the playbook's tiers). The search is a coordinate descent
 around the current best: single-key moves first, nearest values first, then pairs of keys; a
-config already evaluated on the target is never proposed again.
+config already evaluated on the target is never proposed again, nor one at least as large in
+every tile size and pipeline depth as a config that ran out of shared memory or registers.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import ast
 import itertools
 import json
+import re
 from collections.abc import Iterator
 
 from autokernel.agents.base import AgentError, Context, Proposal
@@ -27,7 +29,9 @@ class Tuner:
             return None  # nothing declared to search: the orchestrator moves on
         tried = {_key(c) for c in ctx.tried_configs} | {_key(config)}
         for candidate, changes in neighbours(config, space):
-            if _key(candidate) not in tried:
+            if _key(candidate) in tried:
+                continue
+            if not any(_at_least(candidate, big) for big in ctx.oversized_configs):
                 return Proposal(
                     source=write_config(ctx.kernel_source, candidate),
                     hypothesis="CONFIG " + ", ".join(
@@ -35,6 +39,35 @@ class Tuner:
                     ),
                 )  # fmt: skip
         return None
+
+
+RESOURCE_FAILURE = re.compile(r"out of resource", re.IGNORECASE)  # Triton's OutOfResources
+
+
+def out_of_resources(message: str | None) -> bool:
+    """A compile that needed more shared memory or registers than the GPU has."""
+    return bool(message and RESOURCE_FAILURE.search(message))
+
+
+def _grows_resources(key: str) -> bool:
+    """Tile sizes and pipeline depth: larger values never need less shared memory."""
+    return key.startswith("BLOCK") or key == "num_stages"
+
+
+def _at_least(candidate: dict, oversized: dict) -> bool:
+    """`candidate` would run out the same way: the same algorithm and settings as `oversized`,
+    and no smaller in any tile size or stage count (warps do not change shared memory)."""
+    for key, big in oversized.items():
+        if key == "num_warps":
+            continue
+        value = candidate.get(key)
+        numbers = isinstance(value, int | float) and isinstance(big, int | float)
+        if _grows_resources(key) and numbers:
+            if value < big:
+                return False
+        elif value != big:
+            return False
+    return True
 
 
 def neighbours(config: dict, space: dict) -> Iterator[tuple[dict, list[tuple[str, object]]]]:
