@@ -441,3 +441,12 @@ def test_kernel_is_never_cut():
     # Everything else gave way down to the last budget: one row, 500 characters of failure.
     assert "99 | fail" in request and "98 | fail" not in request
     assert request.count("@") <= 500
+
+
+def test_prompt_lists_the_configs_that_ran_out_of_resources():
+    big = {"BLOCK_M": 256, "num_stages": 5}
+    _, messages = build_messages(ctx(oversized_configs=[big]))
+    text = messages[-1]["content"]
+    assert "ran out of shared memory" in text and '"BLOCK_M": 256' in text
+    _, messages = build_messages(ctx())
+    assert "ran out of shared memory" not in messages[-1]["content"]

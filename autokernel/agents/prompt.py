@@ -65,6 +65,11 @@ def build_request(ctx: Context, budget: _Budget = BUDGETS[0]) -> str:
         lines = [json.dumps(c, sort_keys=True, default=str) for c in shown]
         head = f"## CONFIGs already evaluated (newest {len(shown)} of {len(ctx.tried_configs)})"
         sections.append(head + "\n" + "\n".join(lines))
+    if ctx.oversized_configs and budget.configs:
+        shown = ctx.oversized_configs[-budget.configs :]
+        lines = [json.dumps(c, sort_keys=True, default=str) for c in shown]
+        head = "## CONFIGs that ran out of shared memory or registers (stay below their tiles)"
+        sections.append(head + "\n" + "\n".join(lines))
     if ctx.last_failure:
         sections.append(
             "## The last failure\n```\n" + trim(ctx.last_failure, budget.failure_chars) + "\n```"
