@@ -55,7 +55,10 @@ def test_tuner_run_leaves_commits_refs_and_rows(tmp_path):
         if r["status"] == "revert":
             assert git(tmp_path, "rev-parse", f"refs/autokernel/attempts/{r['experiment']}") == full
     kept = [r for r in got if r["status"] == "keep"]
-    assert git(tmp_path, "rev-parse", "HEAD").startswith(kept[-1]["commit"])
+    # HEAD is the last kept commit, or a target's optimized/ commit on top of it
+    git(tmp_path, "merge-base", "--is-ancestor", kept[-1]["commit"], "HEAD")
+    best = git(tmp_path, "show", f"{kept[-1]['commit']}:kernel.py")
+    assert git(tmp_path, "show", "HEAD:kernel.py") == best
     # the working kernel.py is the best one, and it is the fastest config evaluated
     config, _ = read_config((tmp_path / "kernel.py").read_text())
     assert config["BLOCK_SIZE"] == 8192

@@ -117,3 +117,17 @@ def test_out_of_resources_is_recognized_in_triton_s_message():
            "shared memory, Required: 262144, Hardware limit: 232448.")  # fmt: skip
     assert out_of_resources(msg)
     assert not out_of_resources("fail in correctness: max error 0.5") and not out_of_resources(None)
+
+
+def test_values_beyond_one_that_lost_wait_until_the_rest_is_tried():
+    source = TINY.replace('"A": [1, 2]', '"A": [1, 2, 4, 8, 16]').replace('"A": 1,', '"A": 4,')
+    tried = [{"A": 8, "B": "x"}]  # tried from this best and lost: 16 lies beyond it
+    seen = []
+    while (p := Tuner().propose(ctx(source, tried))) is not None:
+        tried.append(read_config(p.source)[0])
+        seen.append(tried[-1])
+    order = [(c["A"], c["B"]) for c in seen]
+    # 2 (nearest), then B; 1 lies beyond 2 once 2 has lost, 16 beyond 8: both wait, in pairs too
+    assert order == [(2, "x"), (4, "y"), (2, "y"), (8, "y"), (1, "x"), (16, "x"), (1, "y"),
+                     (16, "y")]  # fmt: skip
+    assert len(order) == len(set(order)) == 5 * 2 - 2  # nothing dropped, nothing twice

@@ -6,7 +6,9 @@ lists them in SEARCH_SPACE, which starters order by expected gain (algorithm VAR
 tile sizes, then warps and stages: the playbook's tiers). The search is a coordinate descent
 around the current best: single-key moves first, nearest values first, then pairs of keys; a
 config already evaluated on the target is never proposed again, nor one at least as large in
-every tile size and pipeline depth as a config that ran out of shared memory or registers.
+every tile size and pipeline depth as a config that ran out of shared memory or registers. A
+numeric value beyond one that already lost (in the same direction from the current best) waits
+until everything else near the best has been tried.
 """
 
 from __future__ import annotations
@@ -28,17 +30,40 @@ class Tuner:
         if not space:
             return None  # nothing declared to search: the orchestrator moves on
         tried = {_key(c) for c in ctx.tried_configs} | {_key(config)}
-        for candidate, changes in neighbours(config, space):
-            if _key(candidate) in tried:
-                continue
-            if not any(_at_least(candidate, big) for big in ctx.oversized_configs):
-                return Proposal(
-                    source=write_config(ctx.kernel_source, candidate),
-                    hypothesis="CONFIG " + ", ".join(
-                        f"{k} {config.get(k)!r}→{v!r}" for k, v in changes
-                    ),
-                )  # fmt: skip
-        return None
+        fresh = [
+            (candidate, changes)
+            for candidate, changes in neighbours(config, space)
+            if _key(candidate) not in tried
+            and not any(_at_least(candidate, big) for big in ctx.oversized_configs)
+        ]
+        # Past a value that already lost, the same direction is left for last (not dropped):
+        # the rmsnorm run on the H200 spent 35 % of its time on 32768/65536 tiles after 16384
+        # had lost.
+        ordered = [f for f in fresh if not _beyond_a_loss(config, f[1], space, tried)]
+        ordered += [f for f in fresh if f not in ordered]
+        if not ordered:
+            return None
+        candidate, changes = ordered[0]
+        return Proposal(
+            source=write_config(ctx.kernel_source, candidate),
+            hypothesis="CONFIG " + ", ".join(f"{k} {config.get(k)!r}→{v!r}" for k, v in changes),
+        )
+
+
+def _beyond_a_loss(config: dict, changes: list, space: dict, tried: set[str]) -> bool:
+    """A numeric move that jumps over a nearer value of the same key already tried from this
+    config: that value did not beat the current best (else it would be the best), so going
+    further the same way is the least promising move."""
+    for key, value in changes:
+        values = list(space[key])
+        current = config.get(key)
+        if current not in values or not all(isinstance(v, int | float) for v in values):
+            continue
+        i, j = values.index(current), values.index(value)
+        step = 1 if j > i else -1
+        if any(_key({**config, key: values[m]}) in tried for m in range(i + step, j, step)):
+            return True
+    return False
 
 
 RESOURCE_FAILURE = re.compile(r"out of resource", re.IGNORECASE)  # Triton's OutOfResources
