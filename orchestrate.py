@@ -79,6 +79,13 @@ class TargetState:
         headroom = 1.0 if pct is None else max(0.0, 1.0 - pct / 100.0)
         return self.target.share * headroom
 
+    def model_gain(self) -> float | None:
+        """The best kernel's speedup where the model spends it: the profiled time of the
+        target over the kernel's at that shape (Target.model_speedup), else vs eager."""
+        if not self.best:
+            return None
+        return self.target.model_speedup(self.best.us) or self.best.speedup_vs_eager
+
     def speedup(self) -> float | None:
         """Best vs the shipped starter, from the scores (1.0 before any kept improvement)."""
         if self.best and self.baseline:

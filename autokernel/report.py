@@ -60,6 +60,7 @@ class TargetReport:
     speedup_vs_starter: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_in_model: float | None = None  # vs the model's own profiled time (Target.model_ms)
     pct_peak: float | None = None
     throughput: float | None = None
     unit: str = ""
@@ -241,6 +242,7 @@ def build(workspace: Path) -> Report:
             t.status, t.share, t.reason = ts.status, ts.target.share, ts.reason
             t.seconds, t.seconds_source = ts.seconds, "state"
             t.optimized_commit = ts.optimized_commit
+            t.speedup_in_model = ts.target.model_speedup(t.best_us)
             if t.baseline_us is None and ts.baseline is not None:
                 t.baseline_us, t.baseline_note = ts.baseline.us, "from the state file"
     targets = sorted(reports.values(), key=lambda t: (-(t.share or 0.0), t.name))
@@ -260,12 +262,15 @@ def _estimate(targets: list[TargetReport], have_state: bool) -> tuple[float | No
     if not have_state:
         return None, "no whole-model estimate: shares of the model's time are unknown without " \
                      "the state file (.autokernel/state.json)"  # fmt: skip
-    pairs = [(t.share or 0.0, t.speedup_vs_eager) for t in targets]
+    pairs = [(t.share or 0.0, t.speedup_in_model or t.speedup_vs_eager) for t in targets]
     total = sum(share for share, _ in pairs)
     note = (
         f"assumes each target's best kernel replaces eager PyTorch with its measured speedup at "
         f"the benchmark sizes, over {total:.0%} of the model's time; the rest runs unchanged"
     )
+    if any(t.speedup_in_model for t in targets):
+        note += (" (where the plan gives the model's own time for a target, the speedup is over"
+                 " that time at the model's shape)")  # fmt: skip
     if len(targets) == 1 and targets[0].share == 1.0:
         note += " (share 1.0 is the `--kernel` default: profile the model for its real share)"
     if total > 1.0 + 1e-9:

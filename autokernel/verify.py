@@ -108,8 +108,8 @@ def collect_kernels(
     workspace: Path, skip_slower: bool = False
 ) -> tuple[list[LoadedKernel], dict[str, str], list[str]]:
     """(kernels, where each came from, notes) for the workspace's targets. With skip_slower, a
-    target whose best measured slower than eager at its own shapes stays with PyTorch: on a GPU
-    plugging it in could only slow the model down."""
+    target whose best is slower than what it replaces (TargetState.model_gain) stays with PyTorch:
+    on a GPU plugging it in could only slow the model down."""
     import orchestrate
 
     try:
@@ -124,10 +124,10 @@ def collect_kernels(
     else:
         for ts in state.targets:
             name, shapes = ts.name, ts.target.shapes
-            x = ts.best.speedup_vs_eager if ts.best else None
+            x = ts.model_gain()
             if skip_slower and x is not None and x < 1.0:
-                notes.append(f"{name}: left to PyTorch: its best is slower than eager ({x:.2f}x);"
-                             " --keep-slower uses it anyway")  # fmt: skip
+                notes.append(f"{name}: left to PyTorch: its best is slower than what it replaces"
+                             f" ({x:.2f}x); --keep-slower uses it anyway")  # fmt: skip
                 continue
             path = workspace / "optimized" / f"{name}.py"
             if path.is_file():
@@ -170,7 +170,7 @@ def _from_commit(workspace: Path, sha: str, name: str) -> Path:
 def amdahl(workspace: Path, used: set[str]) -> float | None:
     """1 / (sum(share_i / s_i) + rest) over the targets whose kernel ran, with the plan's shares;
     s_i is the model's profiled time for the target over its best kernel's time at that shape
-    (Target.model_speedup), else the best speedup vs eager. None without any speedup."""
+    (TargetState.model_gain), else the best speedup vs eager. None without any speedup."""
     import orchestrate
     from autokernel import stats
 
@@ -180,11 +180,7 @@ def amdahl(workspace: Path, used: set[str]) -> float | None:
         return None
     if state is None:
         return None
-    parts = [
-        (ts.target.share, ts.target.model_speedup(ts.best.us) or ts.best.speedup_vs_eager)
-        for ts in state.targets
-        if ts.name in used and ts.best
-    ]
+    parts = [(ts.target.share, ts.model_gain()) for ts in state.targets if ts.name in used]
     parts = [(share, x) for share, x in parts if x]
     total = sum(share for share, _ in parts)
     if not parts or total <= 0:

@@ -127,6 +127,19 @@ def test_amdahl_hand_computed(synthetic):
     assert rep.amdahl([(0.7, 2.0), (0.6, 2.0)]) == pytest.approx(1 / 0.65)  # no negative rest
 
 
+def test_amdahl_uses_the_models_own_time_where_the_plan_gives_it(synthetic):
+    state = orchestrate.load(synthetic)
+    rms = state.target("rmsnorm")
+    # the model's RMSNorm took 300 µs a forward over 2 calls; the best kernel takes 15 µs a call
+    rms.target = Target("rmsnorm", "rmsnorm", shapes=({"rows": 8, "cols": 64},), share=0.1,
+                        calls=2, model_ms=0.3)  # fmt: skip
+    orchestrate.save(state, synthetic)
+    r = rep.build(synthetic)
+    assert r.targets[1].speedup_in_model == pytest.approx(10.0)
+    assert r.amdahl == pytest.approx(1 / (0.6 / 1.6 + 0.1 / 10 + 0.05 + 0.25))
+    assert "model's own time" in r.amdahl_note
+
+
 def test_top_kept_ranked_by_gain_over_the_best_they_replaced(synthetic):
     top = rep.build(synthetic).top_kept
     assert [(k.experiment, round(k.gain, 4)) for k in top] == [(5, 1.6), (2, 1.25), (12, 1.2)]

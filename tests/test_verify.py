@@ -372,21 +372,24 @@ def test_prediction_uses_the_models_own_time_for_a_target(tmp_path):
 def test_a_kernel_slower_than_eager_is_left_out_when_asked(tmp_path):
     ws = tmp_path / "ws"
     (ws / "optimized").mkdir(parents=True)
-    for name in ("rmsnorm", "softmax", "reduce"):
+    for name in ("rmsnorm", "softmax", "reduce", "layernorm"):
         shutil.copy(KERNELS / f"{name}.py", ws / "optimized" / f"{name}.py")
+    # layernorm: slower than reference.py's eager code, but the model's own (profiled at 10 µs a
+    # call) is slower still: in the model it is a 10x gain, so it stays
+    mine = Target("layernorm", "layernorm", shapes=({"rows": 8, "cols": 64},), model_ms=0.01)
     state = orchestrate.new_state("t", "tuner", 1.0, [
         Target("rmsnorm", "rmsnorm", share=0.5), Target("softmax", "softmax", share=0.3),
-        Target("reduce", "reduce", share=0.1),
+        Target("reduce", "reduce", share=0.1), mine,
     ])  # fmt: skip
-    for ts, x in zip(state.targets, (1.3, 0.6, None), strict=True):
+    for ts, x in zip(state.targets, (1.3, 0.6, None, 0.6), strict=True):
         ts.best = orchestrate.Score(us=1.0, spread=0.0, speedup_vs_eager=x)
     orchestrate.save(state, ws)
     kept, _, notes = collect_kernels(ws, skip_slower=True)
-    assert [k.name for k in kept] == ["rmsnorm", "reduce"]  # unmeasured: no reason to drop it
+    assert [k.name for k in kept] == ["rmsnorm", "reduce", "layernorm"]  # reduce: unmeasured
     assert (
         len(notes) == 1 and notes[0].startswith("softmax: left to PyTorch") and "0.60x" in notes[0]
     )
-    assert [k.name for k in collect_kernels(ws)[0]] == ["rmsnorm", "softmax", "reduce"]
+    assert [k.name for k in collect_kernels(ws)[0]] == ["rmsnorm", "softmax", "reduce", "layernorm"]
 
 
 def test_empty_workspace_is_a_clear_error(tmp_path):
