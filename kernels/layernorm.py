@@ -21,12 +21,19 @@ KERNEL_TYPE = "layernorm"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
 # BLOCK_SIZE: most elements one program holds in registers (columns x rows); also the chunk width.
-CONFIG = {"VARIANT": "single", "BLOCK_SIZE": 8192, "ROWS_PER_PROGRAM": 16, "num_warps": 8}
+CONFIG = {
+    "VARIANT": "single",
+    "BLOCK_SIZE": 8192,
+    "ROWS_PER_PROGRAM": 16,
+    "PROGRAMS_PER_SM": 0,
+    "num_warps": 8,
+}
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
 SEARCH_SPACE = {
     "VARIANT": ["single", "chunked"],
     "BLOCK_SIZE": [1024, 2048, 4096, 8192, 16384, 32768, 65536],
     "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32, 64],
+    "PROGRAMS_PER_SM": [0, 1, 2, 4, 8],
     "num_warps": [2, 4, 8, 16, 32],
 }
 
@@ -41,59 +48,62 @@ def _layernorm_kernel(
     Y_row_stride,
     n_rows,
     n_cols,
+    n_blocks,
     eps,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
 ):
-    pid = tl.program_id(0).to(tl.int64)
-    rows = pid * ROWS + tl.arange(0, ROWS)
-    row_mask = rows < n_rows
-    cols = tl.arange(0, BLOCK_N)
-    x_rows = X_ptr + rows[:, None] * X_row_stride
-    y_rows = Y_ptr + rows[:, None] * Y_row_stride
+    # PROGRAMS_PER_SM > 0: a persistent grid, each program walking row groups pid, pid + P, ...
+    # Fewer rows in flight keeps a wide row in L2 until the second sweep re-reads it.
+    for blk in tl.range(tl.program_id(0), n_blocks, tl.num_programs(0)):
+        rows = (blk * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+        row_mask = rows < n_rows
+        cols = tl.arange(0, BLOCK_N)
+        x_rows = X_ptr + rows[:, None] * X_row_stride
+        y_rows = Y_ptr + rows[:, None] * Y_row_stride
 
-    if SINGLE:
-        col_mask = cols < n_cols
-        mask = row_mask[:, None] & col_mask[None, :]
-        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=1) / n_cols
-        xc = tl.where(mask, x - mean[:, None], 0.0)
-        var = tl.sum(xc * xc, axis=1) / n_cols
-        rstd = tl.rsqrt(var + eps)
-        w = tl.load(W_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-        b = tl.load(B_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-        y = xc * rstd[:, None] * w[None, :] + b[None, :]
-        tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
-    else:
-        # Sweep 1: per-chunk (mean, M2) from registers, merged into the row's running pair.
-        mean = tl.zeros([ROWS], dtype=tl.float32)
-        m2 = tl.zeros([ROWS], dtype=tl.float32)
-        n_a = 0.0  # columns merged so far
-        for start in range(0, n_cols, BLOCK_N):
-            c = start + cols
-            mask = row_mask[:, None] & (c < n_cols)[None, :]
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
-            n_b = tl.minimum(n_cols - start, BLOCK_N).to(tl.float32)
-            chunk_mean = tl.sum(x, axis=1) / n_b
-            xc = tl.where(mask, x - chunk_mean[:, None], 0.0)
-            chunk_m2 = tl.sum(xc * xc, axis=1)
-            n_ab = n_a + n_b
-            delta = chunk_mean - mean
-            mean = mean + delta * (n_b / n_ab)
-            m2 = m2 + chunk_m2 + delta * delta * (n_a * n_b / n_ab)
-            n_a = n_ab
-        rstd = tl.rsqrt(m2 / n_cols + eps)
-        # Sweep 2: normalize, scale, shift.
-        for start in range(0, n_cols, BLOCK_N):
-            c = start + cols
-            col_mask = c < n_cols
+        if SINGLE:
+            col_mask = cols < n_cols
             mask = row_mask[:, None] & col_mask[None, :]
-            x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
-            w = tl.load(W_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
-            b = tl.load(B_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
-            y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
-            tl.store(y_rows + c[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+            x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+            mean = tl.sum(x, axis=1) / n_cols
+            xc = tl.where(mask, x - mean[:, None], 0.0)
+            var = tl.sum(xc * xc, axis=1) / n_cols
+            rstd = tl.rsqrt(var + eps)
+            w = tl.load(W_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+            b = tl.load(B_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+            y = xc * rstd[:, None] * w[None, :] + b[None, :]
+            tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+        else:
+            # Sweep 1: per-chunk (mean, M2) from registers, merged into the row's running pair.
+            mean = tl.zeros([ROWS], dtype=tl.float32)
+            m2 = tl.zeros([ROWS], dtype=tl.float32)
+            n_a = 0.0  # columns merged so far
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                mask = row_mask[:, None] & (c < n_cols)[None, :]
+                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
+                n_b = tl.minimum(n_cols - start, BLOCK_N).to(tl.float32)
+                chunk_mean = tl.sum(x, axis=1) / n_b
+                xc = tl.where(mask, x - chunk_mean[:, None], 0.0)
+                chunk_m2 = tl.sum(xc * xc, axis=1)
+                n_ab = n_a + n_b
+                delta = chunk_mean - mean
+                mean = mean + delta * (n_b / n_ab)
+                m2 = m2 + chunk_m2 + delta * delta * (n_a * n_b / n_ab)
+                n_a = n_ab
+            rstd = tl.rsqrt(m2 / n_cols + eps)
+            # Sweep 2: normalize, scale, shift.
+            for start in range(0, n_cols, BLOCK_N):
+                c = start + cols
+                col_mask = c < n_cols
+                mask = row_mask[:, None] & col_mask[None, :]
+                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
+                w = tl.load(W_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
+                b = tl.load(B_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
+                y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
+                tl.store(y_rows + c[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
 
 
 def _prev_pow2(n: int) -> int:
@@ -122,8 +132,12 @@ def kernel_fn(
         max(1, cap // block_n),
         triton.next_power_of_2(n_rows),
     )
-    grid = (triton.cdiv(n_rows, rows),)
-    _layernorm_kernel[grid](
+    n_blocks = triton.cdiv(n_rows, rows)
+    grid = n_blocks
+    if CONFIG["PROGRAMS_PER_SM"] and x2.is_cuda:
+        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count
+        grid = min(n_blocks, sms * CONFIG["PROGRAMS_PER_SM"])
+    _layernorm_kernel[(grid,)](
         x2,
         weight.contiguous(),
         bias.contiguous(),
@@ -132,6 +146,7 @@ def kernel_fn(
         y2.stride(0),
         n_rows,
         n_cols,
+        n_blocks,
         eps,
         BLOCK_N=block_n,
         ROWS=rows,

@@ -30,6 +30,7 @@ CONFIG = {
     "BLOCK_SIZE": 4096,
     "MAX_SINGLE_COLS": 16384,
     "ROWS_PER_PROGRAM": 16,
+    "PROGRAMS_PER_SM": 0,
     "num_warps": 8,
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
@@ -39,7 +40,8 @@ SEARCH_SPACE = {
     "BLOCK_SIZE": [512, 1024, 2048, 4096, 8192],
     "MAX_SINGLE_COLS": [2048, 4096, 8192, 16384],
     "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32],
-    "num_warps": [1, 2, 4, 8, 16],
+    "PROGRAMS_PER_SM": [0, 1, 2, 4, 8],
+    "num_warps": [1, 2, 4, 8, 16, 32],
 }
 
 
@@ -51,43 +53,48 @@ def _softmax_kernel(
     Y_row_stride,
     n_rows,
     n_cols,
+    n_blocks,
     BLOCK_COLS: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
 ):
-    pid = tl.program_id(0).to(tl.int64)
-    rows = pid * ROWS + tl.arange(0, ROWS)
-    row_mask = (rows < n_rows)[:, None]
-    # Rows past the end re-read the last row (never stored), so padding rows hold real values
-    # and no -inf - -inf NaN is ever computed for them.
-    x_row = X_ptr + tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
-    y_row = Y_ptr + rows[:, None] * Y_row_stride
-    cols = tl.arange(0, BLOCK_COLS)[None, :]
-    if SINGLE:
-        # The whole row is one tile: one read, one write. A row of -inf gives NaN, as torch does.
-        col_mask = cols < n_cols
-        x = tl.load(x_row + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
-        m = tl.max(x, axis=1)
-        e = tl.exp(x - m[:, None])
-        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-        tl.store(y_row + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
-    else:
-        m = tl.full([ROWS], -float("inf"), tl.float32)
-        s = tl.zeros([ROWS], tl.float32)
-        for start in tl.range(0, n_cols, BLOCK_COLS):
-            col_mask = start + cols < n_cols
-            x = tl.load(x_row + start + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
-            m_new = tl.maximum(m, tl.max(x, axis=1))
-            # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
-            shift = tl.where(m_new == -float("inf"), 0.0, m_new)
-            s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
-            m = m_new
-        inv = 1.0 / s
-        for start in tl.range(0, n_cols, BLOCK_COLS):
-            col_mask = start + cols < n_cols
-            x = tl.load(x_row + start + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
-            y = tl.exp(x - m[:, None]) * inv[:, None]
-            tl.store(y_row + start + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
+    # PROGRAMS_PER_SM > 0: a persistent grid, each program walking row groups pid, pid + P, ...
+    # Fewer rows in flight means a wide row is still in L2 when the second pass re-reads it.
+    for blk in tl.range(tl.program_id(0), n_blocks, tl.num_programs(0)):
+        rows = (blk * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+        row_mask = (rows < n_rows)[:, None]
+        # Rows past the end re-read the last row (never stored), so padding rows hold real values
+        # and no -inf - -inf NaN is ever computed for them.
+        x_row = X_ptr + tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
+        y_row = Y_ptr + rows[:, None] * Y_row_stride
+        cols = tl.arange(0, BLOCK_COLS)[None, :]
+        if SINGLE:
+            # The whole row is one tile: one read, one write. An all -inf row gives NaN (torch too).
+            col_mask = cols < n_cols
+            x = tl.load(x_row + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
+            m = tl.max(x, axis=1)
+            e = tl.exp(x - m[:, None])
+            y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+            tl.store(y_row + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
+        else:
+            m = tl.full([ROWS], -float("inf"), tl.float32)
+            s = tl.zeros([ROWS], tl.float32)
+            for start in tl.range(0, n_cols, BLOCK_COLS):
+                col_mask = start + cols < n_cols
+                x = tl.load(x_row + start + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
+                m_new = tl.maximum(m, tl.max(x, axis=1))
+                # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
+                shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+                s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
+                m = m_new
+            inv = 1.0 / s
+            for start in tl.range(0, n_cols, BLOCK_COLS):
+                col_mask = start + cols < n_cols
+                x = tl.load(x_row + start + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
+                y = tl.exp(x - m[:, None]) * inv[:, None]
+                tl.store(
+                    y_row + start + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask
+                )
 
 
 @triton.jit
@@ -183,14 +190,20 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
     rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
     num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
+    n_blocks = triton.cdiv(n_rows, rows)
+    grid = n_blocks
+    if CONFIG["PROGRAMS_PER_SM"] and x.is_cuda:
+        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+        grid = min(n_blocks, sms * CONFIG["PROGRAMS_PER_SM"])
 
-    _softmax_kernel[(triton.cdiv(n_rows, rows),)](
+    _softmax_kernel[(grid,)](
         x2,
         y,
         x2.stride(0),
         y.stride(0),
         n_rows,
         n_cols,
+        n_blocks,
         BLOCK_COLS=block_cols,
         ROWS=rows,
         SINGLE=single,
