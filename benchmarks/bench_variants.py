@@ -278,9 +278,9 @@ def run_case(run: Run, case: Case) -> None:
 def free_memory(compiled: bool) -> None:
     """Between sizes: the next size's inputs and reference need the memory this one held."""
     if compiled:
-        import torch._dynamo
+        from torch import _dynamo  # "import torch._dynamo" here would make torch a local name
 
-        torch._dynamo.reset()  # drops the compiled graphs and their CUDA-graph pools
+        _dynamo.reset()  # drops the compiled graphs and their CUDA-graph pools
     gc.collect()
     if ON_GPU:
         torch.cuda.empty_cache()

@@ -59,6 +59,7 @@ def _cross_entropy_kernel(
     BLOCK_COLS: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
@@ -74,11 +75,24 @@ def _cross_entropy_kernel(
         shift = tl.where(m == -float("inf"), 0.0, m)
         s = tl.sum(tl.exp(x - shift[:, None]), axis=1)
     else:
+        # Odd vocabularies (50257) leave most rows off 16-byte alignment, and a masked load at
+        # an unaligned address is split into 2-byte loads. So each row is walked from the
+        # aligned address mis elements before it: only its first and last chunk are masked,
+        # the chunks between load whole 16-byte vectors (when every row of the tile is active).
+        row_off = rows[:, None] * X_row_stride
+        aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+        mis = row_off - aligned
+        x_base = X_ptr + aligned
+        dense = tl.min(active.to(tl.int32), axis=0) == 1
         m = tl.full([ROWS], -float("inf"), tl.float32)
         s = tl.zeros([ROWS], tl.float32)
-        for start in tl.range(0, n_cols, BLOCK_COLS):
-            mask = active[:, None] & (start + cols < n_cols)
-            x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        for start in tl.range(0, n_cols + VEC - 1, BLOCK_COLS):
+            c = start + cols
+            if dense & (start > 0) & (start + BLOCK_COLS <= n_cols):
+                x = tl.load(x_base + c).to(tl.float32)
+            else:
+                mask = active[:, None] & (c >= mis) & (c < n_cols + mis)
+                x = tl.load(x_base + c, mask=mask, other=-float("inf")).to(tl.float32)
             m_new = tl.maximum(m, tl.max(x, axis=1))
             # While every value seen is -inf (ignored rows), shift by 0: no -inf - -inf NaN.
             shift = tl.where(m_new == -float("inf"), 0.0, m_new)
@@ -216,6 +230,7 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
             BLOCK_COLS=block_cols,
             ROWS=rows,
             SINGLE=single,
+            VEC=16 // logits.element_size() if logits.data_ptr() % 16 == 0 else 1,
             num_warps=num_warps,
         )
     elif n_rows > 0:

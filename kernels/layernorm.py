@@ -53,6 +53,7 @@ def _layernorm_kernel(
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     # PROGRAMS_PER_SM > 0: a persistent grid, each program walking row groups pid, pid + P, ...
     # Fewer rows in flight keeps a wide row in L2 until the second sweep re-reads it.
@@ -76,34 +77,63 @@ def _layernorm_kernel(
             y = xc * rstd[:, None] * w[None, :] + b[None, :]
             tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
         else:
+            # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
+            # unaligned address is split into 2-byte loads. So each row is walked from the
+            # aligned address mis elements before it (column c holds x[c - mis]): only the
+            # first and last chunk are masked, the chunks between move whole 16-byte vectors.
+            row_off = rows[:, None] * X_row_stride
+            aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+            mis = row_off - aligned
+            x_base = X_ptr + aligned
+            y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
+            dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
             # Sweep 1: per-chunk (mean, M2) from registers, merged into the row's running pair.
             mean = tl.zeros([ROWS], dtype=tl.float32)
             m2 = tl.zeros([ROWS], dtype=tl.float32)
-            n_a = 0.0  # columns merged so far
-            for start in range(0, n_cols, BLOCK_N):
-                c = start + cols
-                mask = row_mask[:, None] & (c < n_cols)[None, :]
-                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
-                n_b = tl.minimum(n_cols - start, BLOCK_N).to(tl.float32)
-                chunk_mean = tl.sum(x, axis=1) / n_b
-                xc = tl.where(mask, x - chunk_mean[:, None], 0.0)
+            n_a = tl.zeros([ROWS], dtype=tl.float32)  # columns merged so far
+            for start in range(0, n_cols + VEC - 1, BLOCK_N):
+                c = start + cols[None, :]
+                edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
+                if dense & (start > 0) & (start + BLOCK_N <= n_cols):
+                    x = tl.load(x_base + c).to(tl.float32)
+                else:
+                    x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
+                # Columns of this chunk inside the row (0 for a chunk past a row's end).
+                lo = tl.maximum(mis, start)
+                hi = tl.minimum(n_cols + mis, start + BLOCK_N)
+                n_b = tl.sum(tl.maximum(hi - lo, 0), axis=1).to(tl.float32)
+                chunk_mean = tl.sum(x, axis=1) / tl.maximum(n_b, 1.0)
+                xc = tl.where(edge, x - chunk_mean[:, None], 0.0)
                 chunk_m2 = tl.sum(xc * xc, axis=1)
-                n_ab = n_a + n_b
+                n_ab = tl.maximum(n_a + n_b, 1.0)
                 delta = chunk_mean - mean
                 mean = mean + delta * (n_b / n_ab)
                 m2 = m2 + chunk_m2 + delta * delta * (n_a * n_b / n_ab)
-                n_a = n_ab
+                n_a = n_a + n_b
             rstd = tl.rsqrt(m2 / n_cols + eps)
             # Sweep 2: normalize, scale, shift.
-            for start in range(0, n_cols, BLOCK_N):
-                c = start + cols
-                col_mask = c < n_cols
-                mask = row_mask[:, None] & col_mask[None, :]
-                x = tl.load(x_rows + c[None, :], mask=mask, other=0.0).to(tl.float32)
-                w = tl.load(W_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
-                b = tl.load(B_ptr + c, mask=col_mask, other=0.0).to(tl.float32)
-                y = (x - mean[:, None]) * rstd[:, None] * w[None, :] + b[None, :]
-                tl.store(y_rows + c[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+            for start in range(0, n_cols + VEC - 1, BLOCK_N):
+                c = start + cols[None, :]
+                if dense & (start > 0) & (start + BLOCK_N <= n_cols):
+                    x = tl.load(x_base + c).to(tl.float32)
+                    w = tl.load(W_ptr + (c - mis)).to(tl.float32)
+                    b = tl.load(B_ptr + (c - mis)).to(tl.float32)
+                    y = (x - mean[:, None]) * rstd[:, None] * w + b
+                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty))
+                else:
+                    edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
+                    x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
+                    w = tl.load(W_ptr + (c - mis), mask=edge, other=0.0).to(tl.float32)
+                    b = tl.load(B_ptr + (c - mis), mask=edge, other=0.0).to(tl.float32)
+                    y = (x - mean[:, None]) * rstd[:, None] * w + b
+                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=edge)
+
+
+def _vec(x2: torch.Tensor, y2: torch.Tensor) -> int:
+    """Elements per 16 bytes when x and y rows sit at the same offsets from 16-byte-aligned
+    bases (the chunked walk then starts rows at aligned addresses), else 1."""
+    aligned = x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0
+    return 16 // x2.element_size() if aligned and x2.stride(0) == y2.stride(0) else 1
 
 
 def _prev_pow2(n: int) -> int:
@@ -151,6 +181,7 @@ def kernel_fn(
         BLOCK_N=block_n,
         ROWS=rows,
         SINGLE=single,
+        VEC=_vec(x2, y2),
         num_warps=CONFIG["num_warps"],
     )
     return out

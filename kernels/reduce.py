@@ -43,20 +43,33 @@ def _reduce_kernel(
     cols_per_split,
     BLOCK_COLS: tl.constexpr,
     ROWS: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
     row_mask = rows < n_rows
-    x_row = X_ptr + rows[:, None] * X_row_stride
     cols = tl.arange(0, BLOCK_COLS)[None, :]
-    col_begin = split * cols_per_split
+    col_begin = tl.multiple_of(split * cols_per_split, VEC)  # kernel_fn checks it is
     col_end = tl.minimum(col_begin + cols_per_split, n_cols)
+    # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
+    # unaligned address is split into 2-byte loads. So each row is walked from the aligned
+    # address mis elements before it (column c holds x[c - mis]): only the first and last
+    # chunk of a range are masked, the chunks between load whole 16-byte vectors.
+    row_off = rows[:, None] * X_row_stride
+    aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+    mis = row_off - aligned
+    x_base = X_ptr + aligned
+    dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
     acc = tl.zeros([ROWS, BLOCK_COLS], tl.float32)
     comp = tl.zeros([ROWS, BLOCK_COLS], tl.float32)  # Kahan compensation: the lost low bits
-    for start in tl.range(col_begin, col_end, BLOCK_COLS):
-        mask = row_mask[:, None] & (start + cols < col_end)
-        x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+    for start in tl.range(col_begin, col_end + VEC - 1, BLOCK_COLS):
+        c = start + cols
+        if dense & (start > col_begin) & (start + BLOCK_COLS <= col_end):
+            x = tl.load(x_base + c).to(tl.float32)
+        else:
+            mask = row_mask[:, None] & (c >= col_begin + mis) & (c < col_end + mis)
+            x = tl.load(x_base + c, mask=mask, other=0.0).to(tl.float32)
         y = x - comp
         t = acc + y
         comp = (t - acc) - y
@@ -86,8 +99,17 @@ def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, c
         cols_per_split,
         BLOCK_COLS=block_cols,
         ROWS=rows,
+        VEC=_vec(x2, splits, cols_per_split),
         num_warps=num_warps,
     )
+
+
+def _vec(x2: torch.Tensor, splits: int, cols_per_split: int) -> int:
+    """Elements per 16 bytes when x2 starts 16-byte aligned and every column range starts at a
+    multiple of it (the kernel then walks rows from aligned addresses), else 1."""
+    vec = 16 // x2.element_size()
+    ok = x2.data_ptr() % 16 == 0 and (splits == 1 or cols_per_split % vec == 0)
+    return vec if ok else 1
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:

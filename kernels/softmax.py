@@ -57,6 +57,7 @@ def _softmax_kernel(
     BLOCK_COLS: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
+    VEC: tl.constexpr,
 ):
     # PROGRAMS_PER_SM > 0: a persistent grid, each program walking row groups pid, pid + P, ...
     # Fewer rows in flight means a wide row is still in L2 when the second pass re-reads it.
@@ -77,24 +78,42 @@ def _softmax_kernel(
             y = e * (1.0 / tl.sum(e, axis=1))[:, None]
             tl.store(y_row + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
         else:
+            # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
+            # unaligned address is split into 2-byte loads. So each row is walked from the
+            # aligned address VEC-mis elements before it: only the first and last chunk need a
+            # mask; the chunks between load and store whole 16-byte vectors.
+            row_off = tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
+            aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+            mis = row_off - aligned
+            x_base = X_ptr + aligned
+            y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
+            n_span = n_cols + VEC - 1
             m = tl.full([ROWS], -float("inf"), tl.float32)
             s = tl.zeros([ROWS], tl.float32)
-            for start in tl.range(0, n_cols, BLOCK_COLS):
-                col_mask = start + cols < n_cols
-                x = tl.load(x_row + start + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
+            for start in tl.range(0, n_span, BLOCK_COLS):
+                c = start + cols
+                if (start > 0) & (start + BLOCK_COLS <= n_cols):
+                    x = tl.load(x_base + c).to(tl.float32)
+                else:
+                    edge = (c >= mis) & (c < n_cols + mis)
+                    x = tl.load(x_base + c, mask=edge, other=-float("inf")).to(tl.float32)
                 m_new = tl.maximum(m, tl.max(x, axis=1))
                 # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
                 shift = tl.where(m_new == -float("inf"), 0.0, m_new)
                 s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
                 m = m_new
             inv = 1.0 / s
-            for start in tl.range(0, n_cols, BLOCK_COLS):
-                col_mask = start + cols < n_cols
-                x = tl.load(x_row + start + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
-                y = tl.exp(x - m[:, None]) * inv[:, None]
-                tl.store(
-                    y_row + start + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask
-                )
+            for start in tl.range(0, n_span, BLOCK_COLS):
+                c = start + cols
+                if (start > 0) & (start + BLOCK_COLS <= n_cols) & (ROWS == 1):
+                    x = tl.load(x_base + c).to(tl.float32)
+                    y = tl.exp(x - m[:, None]) * inv[:, None]
+                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty))
+                else:
+                    edge = (c >= mis) & (c < n_cols + mis)
+                    x = tl.load(x_base + c, mask=edge, other=-float("inf")).to(tl.float32)
+                    y = tl.exp(x - m[:, None]) * inv[:, None]
+                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=row_mask & edge)
 
 
 @triton.jit
@@ -207,9 +226,18 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
         BLOCK_COLS=block_cols,
         ROWS=rows,
         SINGLE=single,
+        VEC=_vec(x2, y),
         num_warps=num_warps,
     )
     return y.view(shape)
+
+
+def _vec(x2: torch.Tensor, y: torch.Tensor) -> int:
+    """Elements per 16 bytes when both rows start at the same offset from 16-byte-aligned
+    bases (the kernel then walks rows from aligned addresses), else 1 (no alignment assumed)."""
+    vec = 16 // x2.element_size()
+    aligned = x2.data_ptr() % 16 == 0 and y.data_ptr() % 16 == 0
+    return vec if aligned and x2.stride(0) == y.stride(0) and vec <= 8 else 1
 
 
 def _split(x2: torch.Tensor, y: torch.Tensor, n_cols: int) -> torch.Tensor:
