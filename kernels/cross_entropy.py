@@ -30,7 +30,7 @@ CONFIG = {
     "BLOCK_SIZE": 4096,
     "MAX_SINGLE_COLS": 8192,
     "ROWS_PER_PROGRAM": 8,
-    "num_warps": 8,
+    "num_warps": 4,
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
 SEARCH_SPACE = {

@@ -18,20 +18,21 @@ import triton.language as tl
 KERNEL_TYPE = "rmsnorm"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
-# BLOCK_SIZE: most elements one program holds in registers (columns x rows); also the chunk width.
+# BLOCK_SIZE: most elements one program holds in registers (columns x rows); CHUNK: column width
+# of one step of the chunked walk (on the H200 a wide row wants short steps, 2048-4096).
 CONFIG = {
     "VARIANT": "single",
     "BLOCK_SIZE": 8192,
+    "CHUNK": 4096,
     "ROWS_PER_PROGRAM": 16,
-    "PROGRAMS_PER_SM": 0,
     "num_warps": 8,
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
 SEARCH_SPACE = {
     "VARIANT": ["single", "chunked"],
     "BLOCK_SIZE": [1024, 2048, 4096, 8192, 16384, 32768, 65536],
+    "CHUNK": [1024, 2048, 4096, 8192, 16384],
     "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32, 64],
-    "PROGRAMS_PER_SM": [0, 1, 2, 4, 8],
     "num_warps": [2, 4, 8, 16, 32],
 }
 
@@ -45,64 +46,61 @@ def _rmsnorm_kernel(
     Y_row_stride,
     n_rows,
     n_cols,
-    n_blocks,
     eps,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    # PROGRAMS_PER_SM > 0: a persistent grid, each program walking row groups pid, pid + P, ...
-    # Fewer rows in flight keeps a wide row in L2 until the second sweep re-reads it.
-    for blk in tl.range(tl.program_id(0), n_blocks, tl.num_programs(0)):
-        rows = (blk * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-        row_mask = rows < n_rows
-        cols = tl.arange(0, BLOCK_N)
-        x_rows = X_ptr + rows[:, None] * X_row_stride
-        y_rows = Y_ptr + rows[:, None] * Y_row_stride
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = rows < n_rows
+    cols = tl.arange(0, BLOCK_N)
+    x_rows = X_ptr + rows[:, None] * X_row_stride
+    y_rows = Y_ptr + rows[:, None] * Y_row_stride
 
-        if SINGLE:
-            col_mask = cols < n_cols
-            mask = row_mask[:, None] & col_mask[None, :]
-            x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-            rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
-            w = tl.load(W_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
-            y = x * rstd[:, None] * w[None, :]
-            tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
-        else:
-            # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
-            # unaligned address is split into 2-byte loads. So each row is walked from the
-            # aligned address mis elements before it (column c holds x[c - mis]): only the
-            # first and last chunk are masked, the chunks between move whole 16-byte vectors.
-            row_off = rows[:, None] * X_row_stride
-            aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
-            mis = row_off - aligned
-            x_base = X_ptr + aligned
-            y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
-            dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
-            acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
-            for start in range(0, n_cols + VEC - 1, BLOCK_N):
-                c = start + cols[None, :]
-                if dense & (start > 0) & (start + BLOCK_N <= n_cols):
-                    x = tl.load(x_base + c).to(tl.float32)
-                else:
-                    edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
-                    x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
-                acc += x * x
-            rstd = tl.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)
-            for start in range(0, n_cols + VEC - 1, BLOCK_N):
-                c = start + cols[None, :]
-                if dense & (start > 0) & (start + BLOCK_N <= n_cols):
-                    x = tl.load(x_base + c).to(tl.float32)
-                    w = tl.load(W_ptr + (c - mis)).to(tl.float32)
-                    y = x * rstd[:, None] * w
-                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty))
-                else:
-                    edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
-                    x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
-                    w = tl.load(W_ptr + (c - mis), mask=edge, other=0.0).to(tl.float32)
-                    y = x * rstd[:, None] * w
-                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=edge)
+    if SINGLE:
+        col_mask = cols < n_cols
+        mask = row_mask[:, None] & col_mask[None, :]
+        x = tl.load(x_rows + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+        w = tl.load(W_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        y = x * rstd[:, None] * w[None, :]
+        tl.store(y_rows + cols[None, :], y.to(Y_ptr.dtype.element_ty), mask=mask)
+    else:
+        # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
+        # unaligned address is split into 2-byte loads. So each row is walked from the
+        # aligned address mis elements before it (column c holds x[c - mis]): only the
+        # first and last chunk are masked, the chunks between move whole 16-byte vectors.
+        row_off = rows[:, None] * X_row_stride
+        aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+        mis = row_off - aligned
+        x_base = X_ptr + aligned
+        y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
+        dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
+        acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
+        for start in range(0, n_cols + VEC - 1, BLOCK_N):
+            c = start + cols[None, :]
+            if dense & (start > 0) & (start + BLOCK_N <= n_cols):
+                x = tl.load(x_base + c).to(tl.float32)
+            else:
+                edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
+                x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
+            acc += x * x
+        rstd = tl.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)
+        for start in range(0, n_cols + VEC - 1, BLOCK_N):
+            c = start + cols[None, :]
+            if dense & (start > 0) & (start + BLOCK_N <= n_cols):
+                x = tl.load(x_base + c).to(tl.float32)
+                w = tl.load(W_ptr + (c - mis)).to(tl.float32)
+                y = x * rstd[:, None] * w
+                tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty))
+            else:
+                edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
+                x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
+                w = tl.load(W_ptr + (c - mis), mask=edge, other=0.0).to(tl.float32)
+                y = x * rstd[:, None] * w
+                tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=edge)
 
 
 def _vec(x2: torch.Tensor, y2: torch.Tensor) -> int:
@@ -130,17 +128,13 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
     cap = _prev_pow2(CONFIG["BLOCK_SIZE"])
     row_pow2 = triton.next_power_of_2(n_cols)
     single = CONFIG["VARIANT"] == "single" and row_pow2 <= cap
-    block_n = min(row_pow2, cap)
+    block_n = row_pow2 if single else min(row_pow2, _prev_pow2(CONFIG["CHUNK"]))
     rows = min(
         _prev_pow2(CONFIG["ROWS_PER_PROGRAM"]),
         max(1, cap // block_n),
         triton.next_power_of_2(n_rows),
     )
-    n_blocks = triton.cdiv(n_rows, rows)
-    grid = n_blocks
-    if CONFIG["PROGRAMS_PER_SM"] and x2.is_cuda:
-        sms = torch.cuda.get_device_properties(x2.device).multi_processor_count
-        grid = min(n_blocks, sms * CONFIG["PROGRAMS_PER_SM"])
+    grid = triton.cdiv(n_rows, rows)
     _rmsnorm_kernel[(grid,)](
         x2,
         weight.contiguous(),
@@ -149,7 +143,6 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
         y2.stride(0),
         n_rows,
         n_cols,
-        n_blocks,
         eps,
         BLOCK_N=block_n,
         ROWS=rows,

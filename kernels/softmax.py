@@ -30,7 +30,6 @@ CONFIG = {
     "BLOCK_SIZE": 4096,
     "MAX_SINGLE_COLS": 16384,
     "ROWS_PER_PROGRAM": 16,
-    "PROGRAMS_PER_SM": 0,
     "num_warps": 8,
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
@@ -40,7 +39,6 @@ SEARCH_SPACE = {
     "BLOCK_SIZE": [512, 1024, 2048, 4096, 8192],
     "MAX_SINGLE_COLS": [2048, 4096, 8192, 16384],
     "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16, 32],
-    "PROGRAMS_PER_SM": [0, 1, 2, 4, 8],
     "num_warps": [1, 2, 4, 8, 16, 32],
 }
 
@@ -53,67 +51,64 @@ def _softmax_kernel(
     Y_row_stride,
     n_rows,
     n_cols,
-    n_blocks,
     BLOCK_COLS: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
     VEC: tl.constexpr,
 ):
-    # PROGRAMS_PER_SM > 0: a persistent grid, each program walking row groups pid, pid + P, ...
-    # Fewer rows in flight means a wide row is still in L2 when the second pass re-reads it.
-    for blk in tl.range(tl.program_id(0), n_blocks, tl.num_programs(0)):
-        rows = (blk * ROWS + tl.arange(0, ROWS)).to(tl.int64)
-        row_mask = (rows < n_rows)[:, None]
-        # Rows past the end re-read the last row (never stored), so padding rows hold real values
-        # and no -inf - -inf NaN is ever computed for them.
-        x_row = X_ptr + tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
-        y_row = Y_ptr + rows[:, None] * Y_row_stride
-        cols = tl.arange(0, BLOCK_COLS)[None, :]
-        if SINGLE:
-            # The whole row is one tile: one read, one write. An all -inf row gives NaN (torch too).
-            col_mask = cols < n_cols
-            x = tl.load(x_row + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
-            m = tl.max(x, axis=1)
-            e = tl.exp(x - m[:, None])
-            y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-            tl.store(y_row + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
-        else:
-            # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
-            # unaligned address is split into 2-byte loads. So each row is walked from the
-            # aligned address VEC-mis elements before it: only the first and last chunk need a
-            # mask; the chunks between load and store whole 16-byte vectors.
-            row_off = tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
-            aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
-            mis = row_off - aligned
-            x_base = X_ptr + aligned
-            y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
-            n_span = n_cols + VEC - 1
-            m = tl.full([ROWS], -float("inf"), tl.float32)
-            s = tl.zeros([ROWS], tl.float32)
-            for start in tl.range(0, n_span, BLOCK_COLS):
-                c = start + cols
-                if (start > 0) & (start + BLOCK_COLS <= n_cols):
-                    x = tl.load(x_base + c).to(tl.float32)
-                else:
-                    edge = (c >= mis) & (c < n_cols + mis)
-                    x = tl.load(x_base + c, mask=edge, other=-float("inf")).to(tl.float32)
-                m_new = tl.maximum(m, tl.max(x, axis=1))
-                # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
-                shift = tl.where(m_new == -float("inf"), 0.0, m_new)
-                s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
-                m = m_new
-            inv = 1.0 / s
-            for start in tl.range(0, n_span, BLOCK_COLS):
-                c = start + cols
-                if (start > 0) & (start + BLOCK_COLS <= n_cols) & (ROWS == 1):
-                    x = tl.load(x_base + c).to(tl.float32)
-                    y = tl.exp(x - m[:, None]) * inv[:, None]
-                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty))
-                else:
-                    edge = (c >= mis) & (c < n_cols + mis)
-                    x = tl.load(x_base + c, mask=edge, other=-float("inf")).to(tl.float32)
-                    y = tl.exp(x - m[:, None]) * inv[:, None]
-                    tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=row_mask & edge)
+    pid = tl.program_id(0).to(tl.int64)
+    rows = pid * ROWS + tl.arange(0, ROWS)
+    row_mask = (rows < n_rows)[:, None]
+    # Rows past the end re-read the last row (never stored), so padding rows hold real values
+    # and no -inf - -inf NaN is ever computed for them.
+    x_row = X_ptr + tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
+    y_row = Y_ptr + rows[:, None] * Y_row_stride
+    cols = tl.arange(0, BLOCK_COLS)[None, :]
+    if SINGLE:
+        # The whole row is one tile: one read, one write. An all -inf row gives NaN (torch too).
+        col_mask = cols < n_cols
+        x = tl.load(x_row + cols, mask=col_mask, other=-float("inf")).to(tl.float32)
+        m = tl.max(x, axis=1)
+        e = tl.exp(x - m[:, None])
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+        tl.store(y_row + cols, y.to(Y_ptr.dtype.element_ty), mask=row_mask & col_mask)
+    else:
+        # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
+        # unaligned address is split into 2-byte loads. So each row is walked from the
+        # aligned address VEC-mis elements before it: only the first and last chunk need a
+        # mask; the chunks between load and store whole 16-byte vectors.
+        row_off = tl.minimum(rows, n_rows - 1)[:, None] * X_row_stride
+        aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+        mis = row_off - aligned
+        x_base = X_ptr + aligned
+        y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
+        n_span = n_cols + VEC - 1
+        m = tl.full([ROWS], -float("inf"), tl.float32)
+        s = tl.zeros([ROWS], tl.float32)
+        for start in tl.range(0, n_span, BLOCK_COLS):
+            c = start + cols
+            if (start > 0) & (start + BLOCK_COLS <= n_cols):
+                x = tl.load(x_base + c).to(tl.float32)
+            else:
+                edge = (c >= mis) & (c < n_cols + mis)
+                x = tl.load(x_base + c, mask=edge, other=-float("inf")).to(tl.float32)
+            m_new = tl.maximum(m, tl.max(x, axis=1))
+            # While every value seen is -inf, shift by 0 so -inf - -inf never makes a NaN.
+            shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+            s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift[:, None]), axis=1)
+            m = m_new
+        inv = 1.0 / s
+        for start in tl.range(0, n_span, BLOCK_COLS):
+            c = start + cols
+            if (start > 0) & (start + BLOCK_COLS <= n_cols) & (ROWS == 1):
+                x = tl.load(x_base + c).to(tl.float32)
+                y = tl.exp(x - m[:, None]) * inv[:, None]
+                tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty))
+            else:
+                edge = (c >= mis) & (c < n_cols + mis)
+                x = tl.load(x_base + c, mask=edge, other=-float("inf")).to(tl.float32)
+                y = tl.exp(x - m[:, None]) * inv[:, None]
+                tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=row_mask & edge)
 
 
 @triton.jit
@@ -209,11 +204,7 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
     rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
     num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
-    n_blocks = triton.cdiv(n_rows, rows)
-    grid = n_blocks
-    if CONFIG["PROGRAMS_PER_SM"] and x.is_cuda:
-        sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-        grid = min(n_blocks, sms * CONFIG["PROGRAMS_PER_SM"])
+    grid = triton.cdiv(n_rows, rows)
 
     _softmax_kernel[(grid,)](
         x2,
@@ -222,7 +213,6 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
         y.stride(0),
         n_rows,
         n_cols,
-        n_blocks,
         BLOCK_COLS=block_cols,
         ROWS=rows,
         SINGLE=single,

@@ -149,7 +149,8 @@ def test_a_lone_target_past_2x_keeps_the_night(tmp_path):
 
 
 def test_two_hours_on_one_target_moves_on_counted_per_target(tmp_path):
-    harness = FakeHarness(seconds_per_eval=2500.0, clock=[0.0])
+    # One speed for every config: only the clock may move a target on here.
+    harness = FakeHarness(speed=lambda config: 100.0, seconds_per_eval=2500.0, clock=[0.0])
     two = [Target("softmax", "softmax", share=0.6), Target("rmsnorm", "rmsnorm", share=0.4)]
     agent = ScriptedAgent([set_config(num_warps=w) for w in (1, 2)] + [set_config(num_warps=4)])
     loop, _ = make_loop(tmp_path, harness, agent=agent, targets=two, max_experiments=4)

@@ -142,9 +142,9 @@ def starters(*names: str) -> dict[str, str]:
 
 def broken_rmsnorm() -> str:
     text = (KERNELS / "rmsnorm.py").read_text()
-    good = "y = x * rstd[:, None] * w[None, :]"
-    assert text.count(good) == 2
-    return text.replace(good, "y = x * rstd[:, None] * w[None, :] * 1.05")
+    good = "y = x * rstd[:, None] * w"  # the single path and both chunked branches
+    assert text.count(good) == 3
+    return text.replace(good, "y = 1.05 * x * rstd[:, None] * w")
 
 
 # --- the whole model ---------------------------------------------------------------------------
