@@ -94,11 +94,13 @@ def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, c
     """Sum each row of x2 (or each of its `splits` column ranges) into y."""
     n_rows, n_cols = x2.shape
     block_cols = _block_cols(min(n_cols, cols_per_split))
-    rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
+    # Rows are grouped only when each fits one step; a row walked in steps gets its own program.
+    span = min(n_cols, cols_per_split)
+    rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols) if block_cols >= span else 1
     rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
     # Threads get at least 8 elements per step, 16 when walking a wide row (measured on the H200:
     # more warps then only add reduction overhead, narrow row groups want the warps).
-    per_thread = 16 if block_cols < min(n_cols, cols_per_split) else 8
+    per_thread = 16 if block_cols < span else 8
     num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // (32 * per_thread)))
     _reduce_kernel[(triton.cdiv(n_rows, rows), splits)](
         x2,
@@ -143,7 +145,8 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     n_rows = x2.shape[0]
 
     block_cols = _block_cols(n_cols)
-    rows = min(max(1, CONFIG["BLOCK_SIZE"] // block_cols), CONFIG["ROWS_PER_PROGRAM"])
+    rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols) if block_cols >= n_cols else 1
+    rows = min(rows, CONFIG["ROWS_PER_PROGRAM"])
     row_programs = triton.cdiv(n_rows, rows)
     splits = 1
     if CONFIG["VARIANT"] == "split":

@@ -131,7 +131,7 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
     block_n = row_pow2 if single else min(row_pow2, _prev_pow2(CONFIG["CHUNK"]))
     rows = min(
         _prev_pow2(CONFIG["ROWS_PER_PROGRAM"]),
-        max(1, cap // block_n),
+        max(1, cap // block_n) if block_n >= n_cols else 1,  # a chunked row: one per program
         triton.next_power_of_2(n_rows),
     )
     grid = triton.cdiv(n_rows, rows)
