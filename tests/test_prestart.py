@@ -239,3 +239,29 @@ def test_ctrl_c_leaves_no_worker_and_no_spare(monkeypatch):
         for pid in left:  # a failing run must not leave a hanging worker behind
             os.killpg(pid, signal.SIGKILL)
     assert left == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_worker_does_not_outlive_a_killed_harness(sig, monkeypatch):
+    # A job timeout's SIGTERM or a SIGKILL runs no cleanup in the harness; its worker (own
+    # session, mid-evaluation) must notice and go, or it keeps the GPU busy under the next job.
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("AUTOKERNEL_PRESTART_MARK", mark)
+    fault = str(FAULTS / "hang_python_loop.py")
+    child = subprocess.Popen([sys.executable, "-c", HANG, fault], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 2 * READY_WAIT_S
+        while len(marked_workers(mark)) < 2:  # the hanging worker and the next one's spare
+            assert child.poll() is None and time.monotonic() < deadline, "no spare was started"
+            time.sleep(0.1)
+        child.send_signal(sig)
+        child.wait(timeout=60)
+        deadline = time.monotonic() + 15
+        while marked_workers(mark):
+            assert time.monotonic() < deadline, "a worker outlived the killed harness"
+            time.sleep(0.1)
+    finally:
+        child.kill()
+        child.wait()
+        for pid in marked_workers(mark):
+            os.killpg(pid, signal.SIGKILL)

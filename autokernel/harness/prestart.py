@@ -39,6 +39,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from autokernel.harness.worker import PARENT_ENV
+
 READY = "ready"  # the file a worker creates once its imports are done: "cuda" or "cpu"
 
 
@@ -60,8 +62,8 @@ class Worker:
         with (work / "stdout").open("w") as out, (work / "stderr").open("w") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "autokernel.harness.worker", str(work), mode],
-                stdin=subprocess.PIPE, stdout=out, stderr=err, env=env, cwd=work,
-                start_new_session=True,
+                stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
+                env={**env, PARENT_ENV: str(os.getpid())}, start_new_session=True,
             )  # fmt: skip
         return cls(proc, work, force_cpu, dict(env), os.getpid())
 

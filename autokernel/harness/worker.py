@@ -15,7 +15,9 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -233,8 +235,34 @@ def _prepare(force_cpu: bool) -> str:
     return device
 
 
+PARENT_ENV = "AUTOKERNEL_PARENT_PID"  # set by prestart.py: the process that started this worker
+
+
+def watch_parent(work: Path, interval_s: float = 0.5) -> None:
+    """Kill this worker and everything the candidate started once its parent is gone.
+
+    Why: the worker runs in its own session, so a harness killed outright (SIGTERM from a job
+    timeout, SIGKILL) does not take it along, and an orphan kept timing on the GPU for minutes,
+    skewing whatever ran next (seen on the H200). Polling the parent pid needs no cooperation
+    from the parent and works however it died."""
+    expected = int(os.environ.get(PARENT_ENV) or 0)
+    if not expected:
+        return
+
+    def watch() -> None:
+        while os.getppid() == expected:
+            time.sleep(interval_s)
+        shutil.rmtree(work, ignore_errors=True)  # nobody else will: the parent is gone
+        if os.getpgrp() == os.getpid():  # a session leader: the group is ours alone
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main() -> int:
     work = Path(sys.argv[1])
+    watch_parent(work)
     force_cpu = sys.argv[2:] == ["cpu"]
     device = _prepare(force_cpu)
     (work / "ready.tmp").write_text(device)
