@@ -86,7 +86,8 @@ def _cross_entropy_kernel(
         dense = tl.min(active.to(tl.int32), axis=0) == 1
         m = tl.full([ROWS], -float("inf"), tl.float32)
         s = tl.zeros([ROWS], tl.float32)
-        for start in tl.range(0, n_cols + VEC - 1, BLOCK_COLS):
+        n_span = n_cols + tl.max(tl.max(mis, axis=1), axis=0)  # no all-masked extra step
+        for start in tl.range(0, n_span, BLOCK_COLS):
             c = start + cols
             if dense & (start > 0) & (start + BLOCK_COLS <= n_cols):
                 x = tl.load(x_base + c).to(tl.float32)

@@ -85,11 +85,12 @@ def _layernorm_kernel(
         x_base = X_ptr + aligned
         y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
         dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
+        n_span = n_cols + tl.max(tl.max(mis, axis=1), axis=0)  # no all-masked extra step
         # Sweep 1: per-chunk (mean, M2) from registers, merged into the row's running pair.
         mean = tl.zeros([ROWS], dtype=tl.float32)
         m2 = tl.zeros([ROWS], dtype=tl.float32)
         n_a = tl.zeros([ROWS], dtype=tl.float32)  # columns merged so far
-        for start in range(0, n_cols + VEC - 1, BLOCK_N):
+        for start in range(0, n_span, BLOCK_N):
             c = start + cols[None, :]
             edge = row_mask[:, None] & (c >= mis) & (c < n_cols + mis)
             if dense & (start > 0) & (start + BLOCK_N <= n_cols):
@@ -110,7 +111,7 @@ def _layernorm_kernel(
             n_a = n_a + n_b
         rstd = tl.rsqrt(m2 / n_cols + eps)
         # Sweep 2: normalize, scale, shift.
-        for start in range(0, n_cols + VEC - 1, BLOCK_N):
+        for start in range(0, n_span, BLOCK_N):
             c = start + cols[None, :]
             if dense & (start > 0) & (start + BLOCK_N <= n_cols):
                 x = tl.load(x_base + c).to(tl.float32)

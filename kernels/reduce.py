@@ -41,6 +41,15 @@ CPU_PROGRAMS = 16  # the interpreter has no SMs; a small target still exercises 
 
 
 @triton.jit
+def _kahan_add(acc, comp, x):
+    y = x - comp
+    t = acc + y
+    comp = (t - acc) - y
+    # Once acc is inf or NaN, comp would be NaN: keep the plain sum, as torch does.
+    return t, tl.where(comp == comp, comp, 0.0)
+
+
+@triton.jit
 def _reduce_kernel(
     X_ptr,
     Y_ptr,
@@ -60,30 +69,33 @@ def _reduce_kernel(
     cols = tl.arange(0, BLOCK_COLS)[None, :]
     col_begin = tl.multiple_of(split * cols_per_split, VEC)  # kernel_fn checks it is
     col_end = tl.minimum(col_begin + cols_per_split, n_cols)
-    # Odd widths (50257) leave most rows off 16-byte alignment, and a masked load at an
-    # unaligned address is split into 2-byte loads. So each row is walked from the aligned
-    # address mis elements before it (column c holds x[c - mis]): only the first and last
-    # chunk of a range are masked, the chunks between load whole 16-byte vectors.
-    row_off = rows[:, None] * X_row_stride
-    aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
-    mis = row_off - aligned
-    x_base = X_ptr + aligned
-    dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
     acc = tl.zeros([ROWS, BLOCK_COLS], tl.float32)
     comp = tl.zeros([ROWS, BLOCK_COLS], tl.float32)  # Kahan compensation: the lost low bits
-    for start in tl.range(col_begin, col_end + VEC - 1, BLOCK_COLS):
-        c = start + cols
-        if dense & (start > col_begin) & (start + BLOCK_COLS <= col_end):
-            x = tl.load(x_base + c).to(tl.float32)
-        else:
-            mask = row_mask[:, None] & (c >= col_begin + mis) & (c < col_end + mis)
-            x = tl.load(x_base + c, mask=mask, other=0.0).to(tl.float32)
-        y = x - comp
-        t = acc + y
-        comp = (t - acc) - y
-        # Once acc is inf or NaN, comp would be NaN: keep the plain sum, as torch does.
-        comp = tl.where(comp == comp, comp, 0.0)
-        acc = t
+    if VEC > 1:
+        # One row per program (kernel_fn passes VEC > 1 only then). Odd widths (50257) leave
+        # most rows off 16-byte alignment, and a masked load at an unaligned address is split
+        # into 2-byte loads. So the row is walked from the aligned address mis elements before
+        # it (column c holds x[c - mis]): only the first and last chunk of a range are masked,
+        # the chunks between load whole 16-byte vectors.
+        row_off = rows[:, None] * X_row_stride
+        aligned = (row_off // VEC) * VEC  # the compiler sees this is a multiple of VEC
+        mis = row_off - aligned
+        x_base = X_ptr + aligned
+        span_end = col_end + tl.max(tl.max(mis, axis=1), axis=0)
+        for start in tl.range(col_begin, span_end, BLOCK_COLS):
+            c = start + cols
+            if (start > col_begin) & (start + BLOCK_COLS <= col_end):
+                x = tl.load(x_base + c).to(tl.float32)
+            else:
+                edge = (c >= col_begin + mis) & (c < col_end + mis)
+                x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
+            acc, comp = _kahan_add(acc, comp, x)
+    else:
+        x_row = X_ptr + rows[:, None] * X_row_stride
+        for start in tl.range(col_begin, col_end, BLOCK_COLS):
+            mask = row_mask[:, None] & (start + cols < col_end)
+            x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+            acc, comp = _kahan_add(acc, comp, x)
     # One fp64 tree across the lanes: its order differs between the GPU and the interpreter,
     # and in fp32 a +-1000 alternating row loses the O(sqrt(n)) total to that order.
     total = tl.sum(acc.to(tl.float64) - comp.to(tl.float64), axis=1).to(tl.float32)
@@ -112,7 +124,7 @@ def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, c
         cols_per_split,
         BLOCK_COLS=block_cols,
         ROWS=rows,
-        VEC=_vec(x2, splits, cols_per_split),
+        VEC=_vec(x2, splits, cols_per_split) if rows == 1 else 1,
         num_warps=num_warps,
     )
 

@@ -78,8 +78,9 @@ def _rmsnorm_kernel(
         x_base = X_ptr + aligned
         y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
         dense = tl.min(row_mask.to(tl.int32), axis=0) == 1
+        n_span = n_cols + tl.max(tl.max(mis, axis=1), axis=0)  # no all-masked extra step
         acc = tl.zeros([ROWS, BLOCK_N], dtype=tl.float32)
-        for start in range(0, n_cols + VEC - 1, BLOCK_N):
+        for start in range(0, n_span, BLOCK_N):
             c = start + cols[None, :]
             if dense & (start > 0) & (start + BLOCK_N <= n_cols):
                 x = tl.load(x_base + c).to(tl.float32)
@@ -88,7 +89,7 @@ def _rmsnorm_kernel(
                 x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
             acc += x * x
         rstd = tl.rsqrt(tl.sum(acc, axis=1) / n_cols + eps)
-        for start in range(0, n_cols + VEC - 1, BLOCK_N):
+        for start in range(0, n_span, BLOCK_N):
             c = start + cols[None, :]
             if dense & (start > 0) & (start + BLOCK_N <= n_cols):
                 x = tl.load(x_base + c).to(tl.float32)

@@ -82,7 +82,7 @@ def _softmax_kernel(
         mis = row_off - aligned
         x_base = X_ptr + aligned
         y_base = Y_ptr + (rows[:, None] * Y_row_stride // VEC) * VEC
-        n_span = n_cols + VEC - 1
+        n_span = n_cols + tl.max(tl.max(mis, axis=1), axis=0)  # no all-masked extra step
         m = tl.full([ROWS], -float("inf"), tl.float32)
         s = tl.zeros([ROWS], tl.float32)
         for start in tl.range(0, n_span, BLOCK_COLS):
