@@ -20,9 +20,10 @@ A candidate run with guards off could, as the same user, reach the spare beside 
 or working directory); with guards on it can do no I/O at all.
 
 At most one spare exists. It is killed at exit (atexit) and by a caller that is interrupted;
-if the parent is killed outright, its end of the spare's stdin closes and the spare exits on
-that end of file. An idle spare holds no CUDA context: it never touches the GPU before its
-request, so a leftover one could not hold GPU memory either.
+if the parent is killed outright, the spare and a worker mid-evaluation notice within half a
+second that their parent is gone and kill themselves (worker.watch_parent), so nothing is left
+holding the GPU. On a GPU the spare creates its CUDA context while it waits, which costs an idle
+context's memory and takes the context's start-up out of the next evaluation.
 """
 
 from __future__ import annotations
