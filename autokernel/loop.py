@@ -304,7 +304,9 @@ class Loop:
             config, _ = read_config(self.ws.show(sha))
             if config and config not in ts.tried_configs:
                 ts.tried_configs.append(config)
-            if config and decision.status != "keep" and out_of_resources(verdict.message):
+            # Out of shared memory, or spilled registers and not kept: larger tiles fare worse.
+            too_big = out_of_resources(verdict.message) or bool(verdict.spilled_registers)
+            if config and decision.status != "keep" and too_big:
                 ts.oversized_configs.append(config)
         except (AgentError, SyntaxError, WorkspaceError):
             pass  # an LLM's kernel without a literal CONFIG: nothing for the tuner to remember

@@ -25,7 +25,7 @@ class Context:
     last_failure: str | None = None  # stage, size, dtype, error, compiler output of the last fail
     roofline: str = ""  # best latency, throughput, % of peak, speedups, in words
     tried_configs: list[dict] = field(default_factory=list)  # CONFIGs already evaluated here
-    oversized_configs: list[dict] = field(default_factory=list)  # failed: out of resources
+    oversized_configs: list[dict] = field(default_factory=list)  # out of resources, or spilled
 
 
 @dataclass(frozen=True)

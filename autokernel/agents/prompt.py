@@ -68,7 +68,7 @@ def build_request(ctx: Context, budget: _Budget = BUDGETS[0]) -> str:
     if ctx.oversized_configs and budget.configs:
         shown = ctx.oversized_configs[-budget.configs :]
         lines = [json.dumps(c, sort_keys=True, default=str) for c in shown]
-        head = "## CONFIGs that ran out of shared memory or registers (stay below their tiles)"
+        head = "## CONFIGs that ran out of shared memory or spilled registers (stay below them)"
         sections.append(head + "\n" + "\n".join(lines))
     if ctx.last_failure:
         sections.append(

@@ -96,6 +96,7 @@ class Verdict:
     peak_mem_bytes: int = 0
     speedup_vs_eager: float | None = None  # geometric mean over the benchmark sizes
     speedup_vs_compile: float | None = None
+    spilled_registers: int | None = None  # per thread, worst compiled kernel; None: unknown
     stderr_tail: str = ""
 
     def to_json(self) -> dict[str, Any]:

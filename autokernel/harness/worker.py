@@ -105,6 +105,7 @@ def evaluate(req: dict[str, Any], progress: Progress) -> Any:
 
     from autokernel.harness import baselines
     from autokernel.harness.benchmark import bench_sizes, geomean, time_candidate
+    from autokernel.harness.spills import spilled_registers
     from autokernel.harness.stages import Evaluation, StageFailure, run_stages
     from autokernel.harness.timing import clock_name
     from autokernel.harness.verdict import Check, Status, Verdict
@@ -169,10 +170,13 @@ def evaluate(req: dict[str, Any], progress: Progress) -> Any:
     verdict.stages = ev.results
     verdict.speedup_vs_eager = geomean([t.speedup_vs_eager for t in verdict.timings])
     verdict.speedup_vs_compile = geomean([t.speedup_vs_compile for t in verdict.timings])
+    verdict.spilled_registers = spilled_registers(module)
     if verdict.status is Status.PASS:
         verdict.message = "PASS: all five stages" + (
             f"; {verdict.speedup_vs_eager:.2f}x vs eager" if verdict.speedup_vs_eager else ""
         )
+        if verdict.spilled_registers:
+            verdict.message += f"; spilled {verdict.spilled_registers} registers per thread"
     if on_gpu:
         verdict.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
     return verdict
