@@ -44,28 +44,9 @@ def _commit() -> str:
         return "unknown"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--types", default=",".join(SPECS))
-    ap.add_argument("--warm-runs", type=int, default=3)
-    ap.add_argument("--commit", default=None)
-    args = ap.parse_args()
-    types = args.types.split(",")
-    rows, verdicts = [], {}
-    for name in types:
-        path = ROOT / "kernels" / f"{name}.py"
-        cold = evaluate(path, Options(seed=1))
-        warm = [evaluate(path, Options(seed=2 + i)) for i in range(args.warm_runs)]
-        verdicts[name] = {"cold": cold.to_json(), "warm": [w.to_json() for w in warm]}
-        last = warm[-1] if warm else cold  # --warm-runs 0: the cold verdict's timings
-        rows.append((name, cold, warm, last))
-        print(
-            f"{name}: cold {cold.status.value} {cold.harness_s:.1f}s; warm "
-            f"{[w.status.value for w in warm]} {[round(w.harness_s, 1) for w in warm]}; {last.message}",
-            flush=True,
-        )
-        args.out.with_suffix(".json").write_text(json.dumps(verdicts, indent=1))
+def render(rows: list, args: argparse.Namespace) -> list[str]:
+    """The markdown report of the types evaluated so far (rewritten after each type, so a run
+    cut short by a device limit still leaves its table)."""
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     lines = [
         f"# Harness on the shipped starters — {gpu}",
@@ -109,7 +90,33 @@ def main() -> int:
             f"Memory-bound types, warm harness seconds: median {statistics.median(mem_warm):.1f} s "
             f"(goal ≤ 8 s), max {max(mem_warm):.1f} s.",
         ]
-    args.out.write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--types", default=",".join(SPECS))
+    ap.add_argument("--warm-runs", type=int, default=3)
+    ap.add_argument("--commit", default=None)
+    args = ap.parse_args()
+    types = args.types.split(",")
+    rows, verdicts = [], {}
+    for name in types:
+        path = ROOT / "kernels" / f"{name}.py"
+        cold = evaluate(path, Options(seed=1))
+        warm = [evaluate(path, Options(seed=2 + i)) for i in range(args.warm_runs)]
+        verdicts[name] = {"cold": cold.to_json(), "warm": [w.to_json() for w in warm]}
+        last = warm[-1] if warm else cold  # --warm-runs 0: the cold verdict's timings
+        rows.append((name, cold, warm, last))
+        print(
+            f"{name}: cold {cold.status.value} {cold.harness_s:.1f}s; warm "
+            f"{[w.status.value for w in warm]} {[round(w.harness_s, 1) for w in warm]}; {last.message}",
+            flush=True,
+        )
+        args.out.with_suffix(".json").write_text(json.dumps(verdicts, indent=1))
+        args.out.write_text("\n".join(render(rows, args)) + "\n")
+    lines = render(rows, args)
     print("\n".join(lines))
     return 0
 
