@@ -3,7 +3,9 @@
 Memory-bound: the logits are read exactly once. A first kernel computes each row's log-sum-exp
 in fp32 and writes the row loss (0 for ignored rows) to an fp32 buffer; "single" holds the whole
 row in registers while next_pow2(vocab) fits under MAX_SINGLE_COLS, "online" (and wider rows)
-walk the row in BLOCK_SIZE-column chunks keeping a running max and a rescaled running sum. The
+walk the row in BLOCK_SIZE-column chunks keeping a running max and a rescaled running sum,
+from the 16-byte-aligned address at or before the row (odd vocabularies still load 16-byte
+vectors). The
 target logit is one extra scalar load per row. Ignored rows skip their logits entirely (masked
 loads move no bytes). Narrow vocabularies put several rows in one [ROWS, COLS] tile. A second,
 one-program kernel sums the row losses and counts the non-ignored targets in a fixed order, so

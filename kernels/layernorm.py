@@ -1,16 +1,17 @@
 """LayerNorm over the last dim (biased variance), any leading dims, flattened to rows.
 
-Memory-bound: each element is read and written once when the row fits in registers, so the
-knobs are about keeping enough bytes in flight. VARIANT "single" holds a tile of
-ROWS x next_pow2(n_cols) in registers and computes the mean, then the variance of (x - mean)
-from the registers (two passes over registers, one over memory; never E[x^2] - E[x]^2, which
-cancels when the mean is large against the spread). Rows wider than BLOCK_SIZE do not fit, and
-"single" then falls back to the chunked loop. VARIANT "chunked" walks the row in BLOCK_SIZE
-chunks: the first sweep computes each chunk's mean and sum of squared deviations from registers
-and merges them into the row's running statistics (Chan et al.), the second sweep normalizes,
-so x is read twice. ROWS_PER_PROGRAM packs several narrow rows into one program (capped so the
-tile stays within BLOCK_SIZE elements), which matters for head-dim-wide rows. Statistics and
-the affine transform are fp32; the result is cast once to x's dtype.
+Memory-bound: each element is read and written once when the row fits in registers, so the knobs
+are about keeping enough bytes in flight. VARIANT "single" holds a tile of ROWS x
+next_pow2(n_cols) in registers and computes the mean, then the variance of (x - mean) from the
+registers (two passes over registers, one over memory; never E[x^2] - E[x]^2, which cancels when
+the mean is large against the spread). Rows wider than BLOCK_SIZE do not fit, and "single" then
+falls back to the chunked loop. VARIANT "chunked" walks the row in CHUNK-column steps, one row
+per program, from the 16-byte-aligned address at or before the row (odd widths still load
+16-byte vectors): the first sweep computes each step's mean and sum of squared deviations from
+registers and merges them into the row's running statistics (Chan et al.), the second sweep
+normalizes, so x is read twice. ROWS_PER_PROGRAM packs several narrow rows into one program
+(capped so the tile stays within BLOCK_SIZE elements), which matters for head-dim-wide rows.
+Statistics and the affine transform are fp32; the result is cast once to x's dtype.
 """
 
 import torch

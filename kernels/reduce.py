@@ -1,9 +1,10 @@
 """Sum over the last dim with an fp32 accumulator; result in the input dtype, shape x.shape[:-1].
 
-Memory-bound: every byte of x is read once. Each program walks its rows in BLOCK_SIZE-column
-chunks, adding into an fp32 [ROWS, COLS] register tile with Kahan compensation (a few free flops
-per element), reduced across lanes once at the end in fp64, so a cancelling row keeps its digits
-whatever order the reduction takes. Narrow rows put several rows in one tile (at most
+Memory-bound: every byte of x is read once. A row wider than CHUNK gets its own program, which
+walks it in CHUNK-column steps from the 16-byte-aligned address at or before the row (odd widths
+still load 16-byte vectors), adding into an fp32 register tile with Kahan compensation (a few
+free flops per element), reduced across lanes once at the end in fp64, so a cancelling row keeps
+its digits whatever order the reduction takes. Narrow rows put several rows in one tile (at most
 ROWS_PER_PROGRAM, about BLOCK_SIZE elements per tile). VARIANT "rows" gives each row group one
 program; "split" additionally cuts long rows into column ranges when there are too few row
 groups to fill the GPU (e.g. 16 rows of 131072): each (rows, range) program writes an fp32

@@ -5,10 +5,11 @@ y = x * rsqrt(mean(x^2) + eps) * weight, all in fp32 (x is squared only after th
 is read and written once when the row fits in registers, so the knobs are about keeping enough
 bytes in flight. VARIANT "single" holds a tile of ROWS x next_pow2(n_cols) in registers; rows
 wider than BLOCK_SIZE do not fit, and "single" then falls back to the chunked loop. VARIANT
-"chunked" walks the row in BLOCK_SIZE chunks, accumulating x^2 elementwise in an fp32 tile and
-reducing it once, then sweeps again to scale (x is read twice). ROWS_PER_PROGRAM packs several
-narrow rows into one program (capped so the tile stays within BLOCK_SIZE elements), which
-matters for head-dim-wide rows (QK-norm).
+"chunked" walks the row in CHUNK-column steps, one row per program, accumulating x^2
+elementwise in an fp32 tile and reducing it once, then sweeps again to scale (x is read twice).
+The walk starts at the 16-byte-aligned address at or before the row, so odd widths still load
+16-byte vectors. ROWS_PER_PROGRAM packs several narrow rows into one program (capped so the
+tile stays within BLOCK_SIZE elements), which matters for head-dim-wide rows (QK-norm).
 """
 
 import torch
