@@ -304,6 +304,9 @@ def verify_workspace(
     """Load the model (autokernel.model_input) and the workspace's kernels, then verify."""
     from autokernel.model_input import ModelInputError, load_model
 
+    # A workspace with nothing to verify fails now, not after a large model has loaded (which
+    # kernels count depends on the model's device, so they are collected again below).
+    collect_kernels(workspace)
     try:
         loaded = load_model(source)
     except ModelInputError as exc:

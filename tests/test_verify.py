@@ -32,6 +32,7 @@ from autokernel.verify import (
     collect_kernels,
     verify_command,
     verify_model,
+    verify_workspace,
 )
 
 ROOT = Path(__file__).parents[1]
@@ -395,6 +396,17 @@ def test_a_kernel_slower_than_eager_is_left_out_when_asked(tmp_path):
 def test_empty_workspace_is_a_clear_error(tmp_path):
     with pytest.raises(VerifyError, match="no kernels in"):
         collect_kernels(tmp_path)
+
+
+def test_empty_workspace_fails_before_the_model_loads(tmp_path, monkeypatch):
+    import autokernel.model_input
+
+    def never(source):
+        raise AssertionError("the model was loaded for a workspace with no kernels")
+
+    monkeypatch.setattr(autokernel.model_input, "load_model", never)
+    with pytest.raises(VerifyError, match="no kernels in"):
+        verify_workspace(object(), tmp_path)
 
 
 def llama_example():
