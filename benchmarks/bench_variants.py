@@ -36,6 +36,7 @@ from bench_cases import (
     deadline,
 )
 
+from autokernel.harness.compiled import device_limits, forget, kernel_facts
 from autokernel.harness.timing import measure
 from autokernel.specs import KernelSpec, dtype_name
 
@@ -173,6 +174,9 @@ def time_variant(
     run: Run, case: Case, variant: str, fn: Callable, args: tuple, ref: torch.Tensor, note: str
 ) -> Row:
     """First call (compiles, outside the timing) checked against the reference, then timed."""
+    module = sys.modules.get(getattr(fn, "__module__", "")) if variant.startswith(OURS) else None
+    if module is not None:
+        forget(module)  # what the first call compiles or reloads is what this size uses
     try:
         with deadline(run.left() - WRITE_RESERVE_S):
             out = fn(*args)
@@ -183,6 +187,9 @@ def time_variant(
         return case_row(case, variant, note="stopped: budget")
     except Exception as exc:  # a variant that cannot run is a row with its error
         return case_row(case, variant, note=f"failed: {type(exc).__name__}: {exc}"[:300])
+    facts = kernel_facts(module, device_limits()) if module is not None and ON_GPU else None
+    if facts:  # what limits a slow row is often visible here: spills, occupancy, load widths
+        note = "; ".join(x for x in (note, *(f.describe() for f in facts)) if x)
     tol = case.spec.tolerance(case.dtype)[0]
     wrong = err is None or err > tol
     if wrong:

@@ -24,14 +24,16 @@ import itertools
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
 # bench_cases first: it sets TRITON_INTERPRET without CUDA before triton is imported.
-from bench_cases import ON_GPU, ROOT, deadline  # noqa: F401
+from bench_cases import ON_GPU, ROOT
 from bench_variants import SEED, free_memory, reference, rel_err
 
+from autokernel.harness.compiled import device_limits, forget, kernel_facts
 from autokernel.harness.timing import measure
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
@@ -61,6 +63,7 @@ def run_job(job: dict, device: torch.device, deadline_at: float) -> list[dict]:
     args = spec.make_inputs(size, dtype, gen, device)
     ref = reference(spec, args)
     tol = spec.tolerance(dtype)[0]
+    limits = device_limits() if ON_GPU else {}
     rows = []
     for cfg in _combos(job["grid"]):
         if time.monotonic() > deadline_at:
@@ -68,6 +71,7 @@ def run_job(job: dict, device: torch.device, deadline_at: float) -> list[dict]:
             continue
         module.CONFIG = {**base, **cfg}
         row: dict = {"config": cfg}
+        forget(module)  # what this config compiles or reloads is what it uses
         try:
             t0 = time.perf_counter()
             out = module.kernel_fn(*args)
@@ -83,6 +87,9 @@ def run_job(job: dict, device: torch.device, deadline_at: float) -> list[dict]:
             )
             row["GBps" if spec.bound == "memory" else "TFLOPS"] = round(rate, 1)
             row["rel_err"] = err
+            facts = kernel_facts(module, limits) if ON_GPU else None
+            if facts:  # registers, spills, resident warps, 16-byte loads per compiled kernel
+                row["kernels"] = [asdict(f) for f in facts]
             if err is None or err > tol:
                 row["note"] = f"WRONG: {problem or f'rel err {err:.1e}'}"
         except Exception as exc:  # out of resources, compile errors: a row, not a crash

@@ -105,7 +105,7 @@ def evaluate(req: dict[str, Any], progress: Progress) -> Any:
 
     from autokernel.harness import baselines
     from autokernel.harness.benchmark import bench_sizes, geomean, time_candidate
-    from autokernel.harness.spills import spilled_registers
+    from autokernel.harness.compiled import spilled_registers
     from autokernel.harness.stages import Evaluation, StageFailure, run_stages
     from autokernel.harness.timing import clock_name
     from autokernel.harness.verdict import Check, Status, Verdict

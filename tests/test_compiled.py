@@ -12,7 +12,7 @@ from types import ModuleType, SimpleNamespace
 from loop_helpers import FakeHarness, ScriptedAgent, make_loop, set_config
 
 from autokernel.agents.tuner import read_config
-from autokernel.harness.spills import spilled_registers
+from autokernel.harness.compiled import spilled_registers
 from autokernel.results import ResultsLog
 from orchestrate import load
 
@@ -84,3 +84,49 @@ def test_a_config_that_did_not_spill_is_not_pruned(tmp_path):
     loop.run()
     assert [r["status"] for r in rows(tmp_path)] == ["keep", "revert"]
     assert load(tmp_path).targets[0].oversized_configs == []
+
+
+def test_resident_warps_follow_the_occupancy_arithmetic():
+    from autokernel.harness.compiled import resident_warps
+
+    assert resident_warps(regs=32, shared=0, num_warps=8) == 64  # every warp slot
+    assert resident_warps(regs=128, shared=0, num_warps=8) == 16  # registers bind: 2 blocks
+    assert resident_warps(regs=255, shared=0, num_warps=4) == 8  # 256 regs/thread: 8 warps
+    assert resident_warps(regs=32, shared=100 * 1024, num_warps=4) == 8  # shared: 2 blocks
+    assert resident_warps(regs=16, shared=0, num_warps=1) == 32  # the 32-block limit
+
+
+PTX = """
+    ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd1 + 0 ];
+    @%p1 ld.global.b16 { %rs1 }, [ %rd2 + 0 ];
+    ld.global.b16 { %rs2 }, [ %rd3 + 0 ];
+    ld.global.v2.b32 { %r5, %r6 }, [ %rd4 + 0 ];
+    st.global.v4.b32 [ %rd5 + 0 ], { %r1, %r2, %r3, %r4 };
+"""
+
+
+def test_kernel_facts_read_registers_spills_occupancy_and_load_widths():
+    from autokernel.harness.compiled import kernel_facts
+
+    kernel = SimpleNamespace(
+        n_regs=40,
+        n_spills=3,
+        metadata=SimpleNamespace(num_warps=8, shared=2048, name="_softmax_kernel"),
+        asm={"ptx": PTX},
+    )
+    jit = FakeJit()
+    jit.device_caches = {0: ({"k": kernel}, {}, "t", "b", "binder")}
+    (facts,) = kernel_facts(module(_k=jit))
+    assert (facts.name, facts.regs, facts.spills, facts.shared) == ("_softmax_kernel", 40, 3, 2048)
+    assert (facts.vector_loads, facts.loads) == (1, 4)  # the v2.b32 load is 8 bytes, not 16
+    assert facts.resident_warps == 48  # 40 regs -> 1280 per warp -> 51 warps -> 6 blocks of 8
+    assert "3 spilled" in facts.describe() and "1 of 4 loads 16-byte" in facts.describe()
+    assert kernel_facts(module(_k=FakeJit())) is None  # nothing compiled: unknown
+
+
+def test_forget_drops_what_earlier_calls_compiled():
+    from autokernel.harness.compiled import forget
+
+    jit = FakeJit(4)
+    forget(module(_k=jit))
+    assert spilled_registers(module(_k=jit)) is None
