@@ -120,7 +120,8 @@ def test_kernel_facts_read_registers_spills_occupancy_and_load_widths():
     assert (facts.name, facts.regs, facts.spills, facts.shared) == ("_softmax_kernel", 40, 3, 2048)
     assert (facts.vector_loads, facts.loads) == (1, 4)  # the v2.b32 load is 8 bytes, not 16
     assert facts.resident_warps == 48  # 40 regs -> 1280 per warp -> 51 warps -> 6 blocks of 8
-    assert "3 spilled" in facts.describe() and "1 of 4 loads 16-byte" in facts.describe()
+    text = facts.describe()
+    assert "3 spilled" in text and "1 of 4 global load sites 16-byte" in text
     assert kernel_facts(module(_k=FakeJit())) is None  # nothing compiled: unknown
 
 

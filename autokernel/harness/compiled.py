@@ -79,14 +79,14 @@ class KernelFacts:
     shared: int
     num_warps: int
     resident_warps: int  # per SM, from the limits above
-    vector_loads: int  # global loads of 16 bytes
+    vector_loads: int  # 16-byte global load instructions in the PTX (static, not executed)
     loads: int  # all global load instructions in the PTX
 
     def describe(self, max_warps: int = SM90["warps"]) -> str:
         return (
             f"{self.name}: {self.regs} regs, {self.spills} spilled, {self.shared} B shared, "
             f"{self.resident_warps}/{max_warps} warps resident, "
-            f"{self.vector_loads} of {self.loads} loads 16-byte"
+            f"{self.vector_loads} of {self.loads} global load sites 16-byte (in the code, not run)"
         )
 
 
