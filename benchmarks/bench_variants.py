@@ -17,6 +17,7 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -64,6 +65,17 @@ def _declared_type(path: Path) -> str | None:
     return None
 
 
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import a kernel file by path under `name` (registered, so its functions can be found
+    again from kernel_fn.__module__)."""
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
 def load_kernels(kernels_dir: Path, op: str) -> list[tuple[str, Callable | None, str]]:
     """(variant, kernel_fn or None, note) for every file of this type: "<type>.py" is
     "autokernel", any other file declaring KERNEL_TYPE = "<type>" is "autokernel:<stem>"."""
@@ -75,12 +87,7 @@ def load_kernels(kernels_dir: Path, op: str) -> list[tuple[str, Callable | None,
         variant = OURS if path.stem == op else f"{OURS}:{path.stem}"
         name = f"_bench_kernel_{path.stem}"
         try:
-            module_spec = importlib.util.spec_from_file_location(name, path)
-            assert module_spec is not None and module_spec.loader is not None
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[name] = module
-            module_spec.loader.exec_module(module)
-            found.append((variant, module.kernel_fn, ""))
+            found.append((variant, load_module(path, name).kernel_fn, ""))
         except Exception as exc:  # a broken file is a row with its error, not a crash
             found.append((variant, None, f"import failed: {type(exc).__name__}: {exc}"[:300]))
     return found or [(OURS, None, f"no kernel file for {op} in {kernels_dir}")]

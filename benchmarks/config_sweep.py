@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import itertools
 import json
 import sys
@@ -31,20 +30,11 @@ import torch
 
 # bench_cases first: it sets TRITON_INTERPRET without CUDA before triton is imported.
 from bench_cases import ON_GPU, ROOT
-from bench_variants import SEED, free_memory, reference, rel_err
+from bench_variants import SEED, free_memory, load_module, reference, rel_err
 
 from autokernel.harness.compiled import device_limits, forget, kernel_facts
 from autokernel.harness.timing import measure
 from autokernel.specs import SPECS, dtype_name, parse_dtype
-
-
-def load_module(path: Path, name: str):
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    return module
 
 
 def _combos(grid: dict[str, list]) -> list[dict]:
