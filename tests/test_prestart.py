@@ -163,6 +163,29 @@ def test_secrets_never_reach_a_spare(monkeypatch):
     assert b"HARMLESS_SETTING=1" in environ
 
 
+ENV_KERNEL = (
+    "KERNEL_TYPE = 'reduce'\nimport os\n"
+    "raise RuntimeError('cache dir ' + str(os.environ.get('TRITON_CACHE_DIR')))\n"
+)
+
+
+@pytest.mark.parametrize("preset", [None, "users_own"])
+def test_every_worker_compiles_into_one_named_triton_cache(tmp_path, monkeypatch, preset):
+    # Unset, torch.compile (the first evaluation's baseline) points it at Inductor's own cache,
+    # and the next worker recompiled every kernel (seen on the H200).
+    import triton
+
+    if preset:
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / preset))
+    else:
+        monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    expected = str(tmp_path / preset) if preset else triton.knobs.cache.dir
+    path = tmp_path / "kernel.py"
+    path.write_text(ENV_KERNEL)
+    verdict = evaluate(path, Options(guards=False, prestart=False, **FAST))
+    assert f"cache dir {expected}" in verdict.message
+
+
 def marked_workers(mark: str) -> list[int]:
     """Worker processes (spares included) whose environment carries the mark."""
     found = []

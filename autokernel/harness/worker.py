@@ -235,7 +235,9 @@ def _prepare(force_cpu: bool) -> str:
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
     import triton  # every candidate imports it
-    import triton.language  # noqa: F401
+    import triton.language
+
+    pin_triton_cache(triton)
 
     import autokernel.gpu
     import autokernel.harness.benchmark
@@ -243,6 +245,18 @@ def _prepare(force_cpu: bool) -> str:
     import autokernel.specs  # noqa: F401
 
     return device
+
+
+def pin_triton_cache(triton) -> str:
+    """Name Triton's cache directory in the environment before anything compiles; return it.
+
+    Why: torch.compile (the baseline of a first evaluation) sets TRITON_CACHE_DIR to its own
+    directory when it is unset, so that evaluation's kernels were compiled into Inductor's cache
+    and the next worker, which finds the variable unset, compiled them all again (4-5 s on the
+    H200). Pinning the directory Triton would pick anyway keeps one cache for every worker and
+    leaves a user's own setting alone."""
+    os.environ.setdefault("TRITON_CACHE_DIR", triton.knobs.cache.dir)
+    return os.environ["TRITON_CACHE_DIR"]
 
 
 PARENT_ENV = "AUTOKERNEL_PARENT_PID"  # set by prestart.py: the process that started this worker
