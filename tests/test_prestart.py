@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -184,6 +185,52 @@ def test_every_worker_compiles_into_one_named_triton_cache(tmp_path, monkeypatch
     path.write_text(ENV_KERNEL)
     verdict = evaluate(path, Options(guards=False, prestart=False, **FAST))
     assert f"cache dir {expected}" in verdict.message
+
+
+LAZY_KERNEL = (
+    "KERNEL_TYPE = 'reduce'\nimport sys\n"
+    "raise RuntimeError(f\"dynamo imported: {'torch._dynamo' in sys.modules}\")\n"
+)
+
+
+def test_a_spare_has_paid_the_first_dispatch_mode_before_the_request(tmp_path):
+    # Entering the first TorchDispatchMode imports torch._dynamo and sympy: seconds of every
+    # evaluation's first stage on the H200, unless the spare does it while it waits.
+    path = tmp_path / "kernel.py"
+    path.write_text(LAZY_KERNEL)
+    ready_spare()
+    verdict = evaluate(path, Options(guards=False, prestart=False, **FAST))
+    assert "dynamo imported: True" in verdict.message
+
+
+# Guards off: it reads the worker's files. Timed only while no spare beside it is starting.
+QUIET_KERNEL = """
+import tempfile
+from pathlib import Path
+KERNEL_TYPE = 'reduce'
+
+def kernel_fn(x):
+    if Path('progress').read_text().strip() == 'benchmark':
+        others = [d for d in Path(tempfile.gettempdir()).glob('autokernel-worker-*')
+                  if d.resolve() != Path.cwd().resolve()]
+        if not others or not all((d / 'ready').exists() for d in others):
+            raise RuntimeError(f'timed beside a spare in its start-up: {others}')
+    return x.float().sum(-1).to(x.dtype)
+"""
+
+
+def test_timing_waits_until_the_spare_beside_it_is_ready(tmp_path, monkeypatch):
+    # As on a GPU, where the next spare starts beside the running evaluation: it must not be
+    # in its start-up (imports, CUDA context) while the candidate is timed.
+    monkeypatch.setattr(prestart.Worker, "device", lambda self: "cuda")
+    workers = tmp_path / "workers"  # only this test's worker directories, for the kernel to see
+    workers.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(workers))
+    monkeypatch.setenv("TMPDIR", str(workers))
+    path = tmp_path / "kernel.py"
+    path.write_text(QUIET_KERNEL)
+    verdict = evaluate(path, Options(guards=False, seed=1, compile_baseline=False))
+    assert verdict.status is Status.PASS, verdict.message
 
 
 def marked_workers(mark: str) -> list[int]:

@@ -14,8 +14,9 @@ Rules a spare must pass at hand-over, else it is closed and a cold worker starts
 - alive: one killed while it waited (OOM killer, a user) is replaced.
 
 The sandbox starts the spare once the current worker is ready (so two start-ups never compete),
-beside the running evaluation on a GPU; under the CPU interpreter a timed request would share
-its measured cores with the spare's imports, so there the spare starts when the worker is done.
+beside the running evaluation on a GPU, where the worker holds off its timing until the spare is
+ready (worker.await_quiet); under the CPU interpreter a timed request would share its measured
+cores with the spare's imports, so there the spare starts when the worker is done.
 A candidate run with guards off could, as the same user, reach the spare beside it (its stdin
 or working directory); with guards on it can do no I/O at all.
 

@@ -32,6 +32,7 @@ from autokernel.specs import SPECS, Size
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
 BASELINE_ALLOWANCE_S = 900.0  # extra, once per machine and size: torch.compile of baselines
 POLL_S = 0.05
+QUIET = "quiet"  # worker.await_quiet: the file that says no spare is starting any more
 SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -208,7 +209,11 @@ def _watch(
     result, progress = work / "verdict.json", work / "progress"
     if not worker.ready():
         on_phase("start-up")  # truthful: this evaluation waits for the worker's imports
-    req = {**req, "progress": str(progress), "verdict": str(result), "handed_at": time.monotonic()}
+    quiet = work / QUIET  # created once no spare is starting beside this worker's timing
+    req = {
+        **req, "progress": str(progress), "verdict": str(result), "quiet": str(quiet),
+        "handed_at": time.monotonic(),
+    }  # fmt: skip
     try:
         worker.hand_over(req)
     except OSError:
@@ -218,13 +223,17 @@ def _watch(
     last_phase = ""
     spare_due = opts.prestart  # the next request's spare, started beside this one when harmless
     timed = req.get("mode") == "compare" or req.get("timing", True)
+    beside = False
     while worker.alive():
         if spare_due and worker.ready():  # not before: two start-ups would compete for the CPU
             # Under the interpreter, its imports would share the cores being timed (a copy of
             # softmax measured 2x slower than itself on two cores); on a GPU they use idle ones.
             if worker.device() == "cuda" or not timed:
                 prestart.keep_warm(opts.force_cpu, env)
+                beside = True
             spare_due = False  # else _run_worker starts it once this worker is done
+        if not spare_due and not quiet.exists() and not _starting(beside):
+            quiet.touch()
         time.sleep(POLL_S)
         if result.exists():
             break  # written atomically and final: don't wait for torch's slow teardown
@@ -249,6 +258,14 @@ def _watch(
         data = None
     phase = _read(progress)  # "": it never got past start-up
     return _Outcome(data, phase, False, worker.proc.returncode or 0, _tail(work / "stderr"))
+
+
+def _starting(beside: bool) -> bool:
+    """Whether a spare started beside the current worker is still in its start-up. Timing waits
+    for it: on the H200, narrow-row kernels timed while a spare created its CUDA context read
+    38 -> 53-66 us."""
+    spare = prestart.spare() if beside else None
+    return spare is not None and spare.alive() and not spare.ready()
 
 
 def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
