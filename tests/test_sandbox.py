@@ -3,10 +3,12 @@ reach it, and a forged verdict is not believed."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
 
+from autokernel.harness import sandbox
 from autokernel.harness.sandbox import KernelFileError, Options, evaluate, worker_env
 from autokernel.harness.verdict import Status
 
@@ -79,3 +81,25 @@ def test_static_guard_rejects_before_any_process_starts(tmp_path):
     v = evaluate(path, Options(**FAST))
     assert v.status is Status.REJECTED and v.failure.stage == "static"
     assert v.harness_s < 1.0
+
+
+def test_workers_get_a_bytecode_cache_only_where_none_was_installed(tmp_path, monkeypatch):
+    # Each experiment starts a fresh worker: without bytecode, each one compiled torch again.
+    module = tmp_path / "pkg" / "__init__.py"
+    module.parent.mkdir()
+    module.write_text("")
+    assert sandbox.ships_no_bytecode(str(module))
+    pyc = module.parent / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
+    pyc.parent.mkdir()
+    pyc.write_bytes(b"")
+    assert not sandbox.ships_no_bytecode(str(module))
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(sandbox, "ships_no_bytecode", lambda f: True)
+    env = sandbox.worker_env()
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "pycache")
+    monkeypatch.setattr(sandbox, "ships_no_bytecode", lambda f: False)
+    env = sandbox.worker_env()
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in env
