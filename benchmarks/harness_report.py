@@ -54,7 +54,7 @@ def render(rows: list, args: argparse.Namespace) -> list[str]:
         f"- date: {dt.date.today().isoformat()}",
         f"- GPU: {gpu}; torch {torch.__version__}; triton {triton.__version__}; CUDA {torch.version.cuda}",
         f"- commit: {args.commit or _commit()}",
-        f"- command: `python benchmarks/harness_report.py --out {args.out}`",
+        f"- command: `python benchmarks/harness_report.py {' '.join(sys.argv[1:])}`",
         f"- harness s = wall time of `evaluate()` (worker process start, imports, five stages, benchmark); "
         f"cold = first evaluation on the machine (baselines incl. torch.compile measured and cached), "
         f"warm = median of {args.warm_runs} later evaluations (what the loop pays per experiment).",

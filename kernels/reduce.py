@@ -62,14 +62,21 @@ def _reduce_kernel(
     BLOCK_COLS: tl.constexpr,
     ROWS: tl.constexpr,
     VEC: tl.constexpr,
+    SPLIT: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
     row_mask = rows < n_rows
     cols = tl.arange(0, BLOCK_COLS)[None, :]
-    col_begin = tl.multiple_of(split * cols_per_split, VEC)  # kernel_fn checks it is
-    col_end = tl.minimum(col_begin + cols_per_split, n_cols)
+    if SPLIT:
+        col_begin = tl.multiple_of(split * cols_per_split, VEC)  # kernel_fn checks it is
+        col_end = tl.minimum(col_begin + cols_per_split, n_cols)
+    else:
+        # Whole rows: bounds the compiler can see through. Through the minimum above, the
+        # narrow-row mask lost n_cols's divisibility and every load became 2-byte (sm_90 PTX).
+        col_begin = 0
+        col_end = n_cols
     acc = tl.zeros([ROWS, BLOCK_COLS], tl.float32)
     comp = tl.zeros([ROWS, BLOCK_COLS], tl.float32)  # Kahan compensation: the lost low bits
     if VEC > 1:
@@ -126,6 +133,7 @@ def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, c
         BLOCK_COLS=block_cols,
         ROWS=rows,
         VEC=_vec(x2, splits, cols_per_split) if rows == 1 else 1,
+        SPLIT=splits > 1,
         num_warps=num_warps,
     )
 

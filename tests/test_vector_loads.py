@@ -110,11 +110,29 @@ def _cases(vec: int) -> dict[str, dict]:
                 "n_rows": i32,
                 "n_cols": i32,
                 "cols_per_split": i32,
-                **{k: "constexpr" for k in ("BLOCK_COLS", "ROWS", "VEC")},
+                **{k: "constexpr" for k in ("BLOCK_COLS", "ROWS", "VEC", "SPLIT")},
             },
-            {"BLOCK_COLS": 1024, "ROWS": 1, "VEC": vec},
+            {"BLOCK_COLS": 1024, "ROWS": 1, "VEC": vec, "SPLIT": False},
             ["X_ptr", "Y_ptr"],
             num_warps=2,
+        ),
+        # 16 rows of 128 columns per program: the row-group path (no aligned walk, VEC 1);
+        # Triton specializes a 128-wide row's integers as divisible by 16.
+        "reduce_rows": _case(
+            "reduce.py",
+            "_reduce_kernel",
+            {
+                "X_ptr": bf16,
+                "Y_ptr": bf16,
+                "X_row_stride": i32,
+                "Y_row_stride": i32,
+                "n_rows": i32,
+                "n_cols": i32,
+                "cols_per_split": i32,
+                **{k: "constexpr" for k in ("BLOCK_COLS", "ROWS", "VEC", "SPLIT")},
+            },
+            {"BLOCK_COLS": 128, "ROWS": 16, "VEC": 1, "SPLIT": False},
+            ["X_ptr", "Y_ptr", "X_row_stride", "n_rows", "n_cols", "cols_per_split"],
         ),
     }
 
@@ -165,3 +183,11 @@ def test_without_the_aligned_walk_they_would_not(compiled, kernel):
         assert _vector(unaligned, "st.global") == 0, unaligned
     else:
         assert _vector(unaligned, "ld.global") == 0, unaligned
+
+
+def test_narrow_row_groups_load_16_byte_vectors(compiled):
+    # The H200 benchmark's note on reduce 262144x128 said "0 of 8 global load sites 16-byte":
+    # the column bound went through a minimum that hid n_cols's divisibility from the compiler.
+    widths = compiled[8]["reduce_rows"]["widths"]
+    assert _vector(widths, "ld.global") > 0, widths
+    assert not any(w.startswith("ld.global.b16") for w in widths), widths
