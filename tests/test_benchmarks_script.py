@@ -212,3 +212,17 @@ def test_unknown_type_is_refused(tmp_path):
     )
     assert proc.returncode == 2 and "nope" in proc.stderr
     assert not (tmp_path / "r.md").exists()
+
+
+def test_harness_diag_probes_run_on_the_interpreter_and_refuse_unknown_ones():
+    # The H200 figures in benchmarks/results/h200-diag-* come from this script: it must run.
+    diag = ROOT / "benchmarks" / "harness_diag.py"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    run = [sys.executable, str(diag)]
+    proc = subprocess.run([*run, "hostprof"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for kind in ("reduce", "layernorm", "softmax"):
+        assert re.search(rf"{kind}: host per call under cProfile [\d.]+ us", proc.stdout)
+    bad = subprocess.run([*run, "nope"], capture_output=True, text=True, timeout=60, env=env)
+    assert bad.returncode == 2 and "usage:" in bad.stderr

@@ -1,0 +1,174 @@
+"""Where a harness evaluation spends its time, and what disturbs its narrow-row timings.
+
+Three probes, each in the state a worker is in (worker._prepare done, kernels from kernels/):
+
+- ``profile TYPE``: cProfile of the five stages of one starter. Run it twice on a machine: the
+  first run compiles, the second shows what a warm evaluation still pays (on the H200 that found
+  the first dispatch mode's imports, now done by the spare).
+- ``narrow``: softmax, rmsnorm, layernorm and reduce at 262144x128. For each: the do_bench
+  median in a fresh process, the host time per call (calls queued without a sync), medians
+  taken while another process starts up beside it (as a spare does), and the harness's own
+  benchmark after the five stages ran in the same process.
+- ``hostprof``: cProfile of 300 queued calls of kernel_fn at 262144x128 (host side only).
+
+CPU runs (the interpreter, 64 rows) only check that the probes work; their figures are
+meaningless.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+T0 = time.perf_counter()
+NARROW_TYPES = ("layernorm", "reduce", "rmsnorm", "softmax")
+USAGE = "usage: python benchmarks/harness_diag.py profile TYPE | narrow | hostprof"
+SPARE = (
+    "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
+    "import triton, autokernel.specs, time; time.sleep(3)"
+)
+
+
+def stamp(msg: str) -> None:
+    print(f"[{time.perf_counter() - T0:7.3f}s] {msg}", flush=True)
+
+
+def _setup():
+    """What a spare does before its request; returns (torch, device)."""
+    from autokernel.harness import worker
+
+    device = worker._prepare(False)
+    import torch
+
+    return torch, torch.device(device)
+
+
+def _sync(torch, device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _kernel(kind: str):
+    from autokernel.harness import worker
+
+    return worker._load_candidate(ROOT / "kernels" / f"{kind}.py", f"diag_{kind}")
+
+
+def _print_stats(pr: cProfile.Profile, key: str, n: int) -> None:
+    s = io.StringIO()
+    pstats.Stats(pr, stream=s).sort_stats(key).print_stats(n)
+    print(s.getvalue())
+
+
+def profile(kind: str) -> None:
+    _, device = _setup()
+    stamp(f"prepared ({device.type})")
+    from autokernel.harness.stages import Evaluation, run_stages
+    from autokernel.specs import SPECS
+
+    ev = Evaluation(SPECS[kind], _kernel(kind).kernel_fn, device, 1)
+    pr = cProfile.Profile()
+    pr.enable()
+    run_stages(ev, progress=stamp)
+    pr.disable()
+    stamp("stages done")
+    _print_stats(pr, "cumulative", 45)
+    _print_stats(pr, "tottime", 25)
+
+
+def _narrow_args(torch, device, kind: str) -> tuple:
+    from autokernel.specs import SPECS
+
+    rows = 262144 if device.type == "cuda" else 64
+    gen = torch.Generator(device=device).manual_seed(1)
+    return SPECS[kind].make_inputs({"rows": rows, "cols": 128}, torch.bfloat16, gen, device)
+
+
+def narrow() -> None:
+    torch, device = _setup()
+    on_gpu = device.type == "cuda"
+    from autokernel.harness import worker
+    from autokernel.harness.benchmark import time_candidate
+    from autokernel.harness.stages import Evaluation, run_stages
+    from autokernel.harness.timing import measure
+    from autokernel.specs import SPECS
+
+    for kind in NARROW_TYPES:
+        mod = _kernel(kind)
+        args = _narrow_args(torch, device, kind)
+
+        def fn(mod=mod, args=args):
+            return mod.kernel_fn(*args)
+
+        fn()
+        _sync(torch, device)
+        fresh = measure(fn, on_gpu).median_us
+        calls = 500 if on_gpu else 3
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        host = (time.perf_counter() - t) / calls * 1e6
+        _sync(torch, device)
+        wall = (time.perf_counter() - t) / calls * 1e6
+        stamp(f"{kind} {args[0].shape[0]}x128 fresh process: do_bench median {fresh:.1f} us; host per call "
+              f"{host:.1f} us; wall per call {wall:.1f} us")  # fmt: skip
+        if on_gpu:
+            spare = subprocess.Popen([sys.executable, "-c", SPARE])
+            during = []
+            while spare.poll() is None and len(during) < 12:
+                during.append(round(measure(fn, True).median_us, 1))
+            spare.wait()
+            stamp(f"{kind} while a spare process starts: {during}")
+        ev = Evaluation(SPECS[kind], mod.kernel_fn, device, 1)
+        run_stages(ev)
+        peaks, _ = worker._peaks(device, SPECS[kind], torch.bfloat16)
+        timings = time_candidate(ev, torch.bfloat16, peaks, False)
+        again = measure(fn, on_gpu).median_us
+        stamp(f"{kind} after stages: harness timings "
+              f"{[(t.size, round(t.us, 1)) for t in timings]}; re-measured same args {again:.1f} us")  # fmt: skip
+
+
+def hostprof() -> None:
+    torch, device = _setup()
+    for kind in ("reduce", "layernorm", "softmax"):
+        mod = _kernel(kind)
+        args = _narrow_args(torch, device, kind)
+        calls = 300 if device.type == "cuda" else 3
+        for _ in range(min(calls, 20)):
+            mod.kernel_fn(*args)
+        _sync(torch, device)
+        pr = cProfile.Profile()
+        t = time.perf_counter()
+        pr.enable()
+        for _ in range(calls):
+            mod.kernel_fn(*args)
+        pr.disable()
+        host = (time.perf_counter() - t) / calls * 1e6
+        _sync(torch, device)
+        stamp(f"{kind}: host per call under cProfile {host:.1f} us")
+        _print_stats(pr, "tottime", 18)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["profile"] and len(argv) == 2:
+        profile(argv[1])
+    elif argv == ["narrow"]:
+        narrow()
+    elif argv == ["hostprof"]:
+        hostprof()
+    else:
+        print(USAGE, file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
