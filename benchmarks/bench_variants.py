@@ -38,7 +38,7 @@ from bench_cases import (
 )
 
 from autokernel.harness.compiled import device_limits, forget, kernel_facts
-from autokernel.harness.timing import measure
+from autokernel.harness.timing import host_per_call_us, measure
 from autokernel.specs import KernelSpec, dtype_name
 
 SEED = 0
@@ -190,6 +190,7 @@ def time_variant(
             err, problem = rel_err(out, ref)
             del out
             us = measure(lambda: fn(*args), run.device.type == "cuda").median_us
+            host = host_per_call_us(lambda: fn(*args), True) if module and ON_GPU else None
     except BudgetExceeded:
         return case_row(case, variant, note="stopped: budget")
     except Exception as exc:  # a variant that cannot run is a row with its error
@@ -197,6 +198,9 @@ def time_variant(
     facts = kernel_facts(module, device_limits()) if module is not None and ON_GPU else None
     if facts:  # what limits a slow row is often visible here: spills, occupancy, load widths
         note = "; ".join(x for x in (note, *(f.describe() for f in facts)) if x)
+    if host is not None:  # a kernel shorter than its launch: the figure depends on the host
+        bound = " (host-bound: more than the kernel's time)" if host > us else ""
+        note = "; ".join(x for x in (note, f"host {host:.1f} us per call{bound}") if x)
     tol = case.spec.tolerance(case.dtype)[0]
     wrong = err is None or err > tol
     if wrong:
