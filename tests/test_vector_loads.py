@@ -54,6 +54,12 @@ def _cases(vec: int) -> dict[str, dict]:
         "Y_ptr": bf16,
         **{k: v for k, v in norm.items() if k not in ("X_ptr", "W_ptr", "Y_ptr")},
     }
+    reduce_sig = {
+        "X_ptr": bf16,
+        "Y_ptr": bf16,
+        **{k: i32 for k in ("X_row_stride", "Y_row_stride", "n_rows", "n_cols", "cols_per_split")},
+        **{k: "constexpr" for k in ("BLOCK_COLS", "ROWS", "VEC", "SPLIT")},
+    }
     return {
         "softmax": _case(
             "softmax.py",
@@ -102,16 +108,7 @@ def _cases(vec: int) -> dict[str, dict]:
         "reduce": _case(
             "reduce.py",
             "_reduce_kernel",
-            {
-                "X_ptr": bf16,
-                "Y_ptr": bf16,
-                "X_row_stride": i32,
-                "Y_row_stride": i32,
-                "n_rows": i32,
-                "n_cols": i32,
-                "cols_per_split": i32,
-                **{k: "constexpr" for k in ("BLOCK_COLS", "ROWS", "VEC", "SPLIT")},
-            },
+            reduce_sig,
             {"BLOCK_COLS": 1024, "ROWS": 1, "VEC": vec, "SPLIT": False},
             ["X_ptr", "Y_ptr"],
             num_warps=2,
@@ -121,16 +118,7 @@ def _cases(vec: int) -> dict[str, dict]:
         "reduce_rows": _case(
             "reduce.py",
             "_reduce_kernel",
-            {
-                "X_ptr": bf16,
-                "Y_ptr": bf16,
-                "X_row_stride": i32,
-                "Y_row_stride": i32,
-                "n_rows": i32,
-                "n_cols": i32,
-                "cols_per_split": i32,
-                **{k: "constexpr" for k in ("BLOCK_COLS", "ROWS", "VEC", "SPLIT")},
-            },
+            reduce_sig,
             {"BLOCK_COLS": 128, "ROWS": 16, "VEC": 1, "SPLIT": False},
             ["X_ptr", "Y_ptr", "X_row_stride", "n_rows", "n_cols", "cols_per_split"],
         ),
