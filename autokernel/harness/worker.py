@@ -264,10 +264,10 @@ def _prepare(force_cpu: bool) -> str:
     from autokernel.harness.guards import TorchOpMonitor
 
     # Lazy first-use costs that every evaluation paid in its first stage, none of them the
-    # candidate's (profiled on the H200: 7.4 s of a warm smoke stage, all kernels cached):
-    # entering the first TorchDispatchMode imports torch._dynamo, sympy and torch.distributed
-    # (4.7 s of it compiling their sources: that image ships no bytecode), and Triton's first
-    # cache lookup hashes libtriton (0.5 s).
+    # candidate's (on the H200 a warm smoke stage took 3.5-4.7 s with every kernel cached;
+    # profiled, it was all this): entering the first TorchDispatchMode imports torch._dynamo,
+    # sympy and torch.distributed (mostly compiling their sources: that image ships no
+    # bytecode), and Triton's first cache lookup hashes libtriton (0.5 s).
     with TorchOpMonitor():
         torch.empty(1, device=device)
     try:
