@@ -213,16 +213,16 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     if n_rows > 0 and CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
         _split(logits, targets, row_loss)
     elif n_rows > 0 and n_cols > 0:
-        padded = triton.next_power_of_2(n_cols)
+        padded = _pow2(n_cols)
         # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384).
         single = CONFIG["VARIANT"] != "online" and (
             CONFIG["VARIANT"] == "split" or padded <= CONFIG["MAX_SINGLE_COLS"]
         )
         block_cols = padded if single else min(CONFIG["BLOCK_SIZE"], padded)
         rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
-        rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], triton.next_power_of_2(n_rows))
+        rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], _pow2(n_rows))
         num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
-        _cross_entropy_kernel[(triton.cdiv(n_rows, rows),)](
+        _cross_entropy_kernel[(_cdiv(n_rows, rows),)](
             logits,
             targets,
             row_loss,
@@ -240,7 +240,7 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         # No classes (torch raises): nothing to read, every row loss is undefined (NaN).
         row_loss = torch.full((n_rows,), float("nan"), dtype=torch.float32, device=logits.device)
 
-    block = min(MEAN_BLOCK, triton.next_power_of_2(max(n_rows, 1)))
+    block = min(MEAN_BLOCK, _pow2(max(n_rows, 1)))
     _cross_entropy_mean_kernel[(1,)](
         row_loss,
         targets,
@@ -256,7 +256,7 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def _split(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) -> None:
     n_rows, n_cols = logits.shape
     chunk = CONFIG["SPLIT_CHUNK"]
-    n_chunks = triton.cdiv(n_cols, chunk)
+    n_chunks = _cdiv(n_cols, chunk)
     block_cols = min(CONFIG["BLOCK_SIZE"], chunk)
     # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the logits.
     part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=logits.device)
@@ -274,9 +274,9 @@ def _split(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) 
         BLOCK_COLS=block_cols,
         num_warps=max(1, min(CONFIG["num_warps"], block_cols // 256)),
     )
-    chunks_pow2 = triton.next_power_of_2(n_chunks)
-    rows = max(1, min(COMBINE_TILE // chunks_pow2, triton.next_power_of_2(n_rows)))
-    _split_combine_kernel[(triton.cdiv(n_rows, rows),)](
+    chunks_pow2 = _pow2(n_chunks)
+    rows = max(1, min(COMBINE_TILE // chunks_pow2, _pow2(n_rows)))
+    _split_combine_kernel[(_cdiv(n_rows, rows),)](
         logits,
         targets,
         part_m,
@@ -291,3 +291,15 @@ def _split(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) 
         CHUNKS_POW2=chunks_pow2,
         num_warps=max(1, min(4, rows * chunks_pow2 // 256)),
     )
+
+
+def _cdiv(a: int, b: int) -> int:
+    """ceil(a / b) on the host. triton.cdiv and triton.next_power_of_2 are constexpr functions:
+    called from Python each costs microseconds, several per launch, and a narrow-row kernel
+    runs in tens of microseconds (the H200 showed 35-75 us of host time per call)."""
+    return -(-a // b)
+
+
+def _pow2(n: int) -> int:
+    """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0

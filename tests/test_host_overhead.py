@@ -1,0 +1,38 @@
+"""Host-side cost of the row kernels' kernel_fn: launches of tens of microseconds on the H200
+spent 35-75 us per call on the host, and triton.cdiv / triton.next_power_of_2 (constexpr
+functions, microseconds per call from Python) were part of it. The starters use plain-Python
+equivalents, which must give the launch exactly the same numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import triton
+
+KERNELS = Path(__file__).resolve().parents[1] / "kernels"
+ROW_KERNELS = ["softmax", "rmsnorm", "layernorm", "reduce", "cross_entropy", "rotary_embedding"]
+VALUES = [*range(0, 4200), 8191, 8192, 8193, 32000, 50257, 128256, 2**20 + 1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(f"host_{name}", KERNELS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+def test_host_helpers_give_the_launch_what_triton_would(name):
+    module = _load(name)
+    for n in VALUES:
+        assert module._pow2(n) == triton.next_power_of_2(n), n
+        for d in (1, 3, 16, 128, 1000, 4096):
+            assert module._cdiv(n, d) == triton.cdiv(n, d), (n, d)
+
+
+@pytest.mark.parametrize("name", ROW_KERNELS)
+def test_kernel_fn_calls_no_constexpr_function_on_the_host(name):
+    source = (KERNELS / f"{name}.py").read_text()
+    assert "triton.cdiv(" not in source and "triton.next_power_of_2(" not in source
