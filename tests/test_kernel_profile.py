@@ -77,6 +77,19 @@ def test_raw_page_parses_into_one_call_with_sums_and_weighted_shares():
     assert call.sm_pct is None  # a metric ncu did not report is unknown, never zero
 
 
+def test_a_real_h200_page_parses():
+    """ncu 2025.3 on the lent H200, the probe run of 2026-12-03: eager softmax then torch.sum
+    on a 4096x8192 bf16 tensor (67.1 MB)."""
+    kernels = ncu.parse_raw_csv((ROOT / "tests" / "data" / "ncu_raw_h200.txt").read_text())
+    assert len(kernels) == 2
+    assert "SoftMax" in kernels[0]["Kernel Name"] and "reduce_kernel" in kernels[1]["Kernel Name"]
+    reduce = ncu.summarize(kernels[1:])
+    assert reduce is not None
+    assert reduce.dram_read == pytest.approx(4096 * 8192 * 2, rel=0.01)  # read once, no more
+    assert reduce.registers == 32 and reduce.grid == 4096 and reduce.block == 512
+    assert reduce.local_bytes == 0
+
+
 def test_output_without_a_table_has_no_kernels():
     assert ncu.parse_raw_csv("==PROF== No kernels were profiled.\n") == []
     assert ncu.summarize([]) is None
@@ -113,7 +126,7 @@ def test_cpu_mode_runs_every_target_bare_and_writes_both_files(tmp_path):
     }
     for r in records:
         assert "error" not in r, r
-        assert r["us"] > 0 and r["profile"] is None and r["counted_bytes"] > 0
+        assert r["us"] > 0 and r["profile"] is None and r["counted_bytes"] > r["out_bytes"] > 0
     text = out.read_text()
     assert "abc1234" in text and "no counters" in text
     assert text.count("| softmax |") == 2
