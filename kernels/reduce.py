@@ -2,14 +2,16 @@
 
 Memory-bound: every byte of x is read once. A row wider than CHUNK gets its own program, which
 walks it in CHUNK-column steps from the 16-byte-aligned address at or before the row (odd widths
-still load 16-byte vectors), adding into an fp32 register tile with Kahan compensation (a few
-free flops per element), reduced across lanes once at the end in fp64, so a cancelling row keeps
-its digits whatever order the reduction takes. Narrow rows put several rows in one tile (at most
-ROWS_PER_PROGRAM, about BLOCK_SIZE elements per tile). VARIANT "rows" gives each row group one
-program; "split" additionally cuts long rows into column ranges when there are too few row
-groups to fill the GPU (e.g. 16 rows of 131072): each (rows, range) program writes an fp32
-partial sum, and the same kernel then sums the partials in a fixed order, so results stay
-bitwise reproducible (no atomics). With enough rows "split" launches exactly what "rows" does.
+still load 16-byte vectors), adding into an fp32 register tile, reduced across lanes once at the
+end in fp64, so a cancelling row keeps its digits whatever order the reduction takes. Each lane
+adds only n_cols / CHUNK values in fp32, so it needs no compensation: Kahan summation per lane
+cost 5-25 % on the H200 (benchmarks/results/h200-sweep-2026-12-03-4031f9c.json). Narrow rows
+put several rows in one tile (at most ROWS_PER_PROGRAM, about BLOCK_SIZE elements per tile).
+VARIANT "rows" gives each row group one program; "split" additionally cuts long rows into column
+ranges when there are too few row groups to fill the GPU (e.g. 16 rows of 131072): each (rows,
+range) program writes an fp32 partial sum, and the same kernel then sums the partials in a fixed
+order, so results stay bitwise reproducible (no atomics). With enough rows "split" launches
+exactly what "rows" does.
 """
 
 import torch
@@ -20,13 +22,13 @@ KERNEL_TYPE = "reduce"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
 # BLOCK_SIZE: elements per tile for narrow rows (row groups); CHUNK: column width of one step
-# along a wide row (on the H200 short steps win: 512-1024 columns per program and step).
+# along a wide row (on the H200 2048 columns per 4-warp program and step).
 CONFIG = {
     "VARIANT": "split",
     "BLOCK_SIZE": 4096,
-    "CHUNK": 1024,
-    "ROWS_PER_PROGRAM": 16,
-    "num_warps": 8,
+    "CHUNK": 2048,
+    "ROWS_PER_PROGRAM": 32,
+    "num_warps": 4,
 }
 # Allowed values per CONFIG key: every combination must be correct (slow is fine, wrong is not).
 SEARCH_SPACE = {
@@ -39,15 +41,6 @@ SEARCH_SPACE = {
 
 PROGRAMS_PER_SM = 4  # "split" cuts rows until about this many programs per SM are running
 CPU_PROGRAMS = 16  # the interpreter has no SMs; a small target still exercises the split path
-
-
-@triton.jit
-def _kahan_add(acc, comp, x):
-    y = x - comp
-    t = acc + y
-    comp = (t - acc) - y
-    # Once acc is inf or NaN, comp would be NaN: keep the plain sum, as torch does.
-    return t, tl.where(comp == comp, comp, 0.0)
 
 
 @triton.jit
@@ -78,7 +71,6 @@ def _reduce_kernel(
         col_begin = 0
         col_end = n_cols
     acc = tl.zeros([ROWS, BLOCK_COLS], tl.float32)
-    comp = tl.zeros([ROWS, BLOCK_COLS], tl.float32)  # Kahan compensation: the lost low bits
     if VEC > 1:
         # One row per program (kernel_fn passes VEC > 1 only then). Odd widths (50257) leave
         # most rows off 16-byte alignment, and a masked load at an unaligned address is split
@@ -97,16 +89,16 @@ def _reduce_kernel(
             else:
                 edge = (c >= col_begin + mis) & (c < col_end + mis)
                 x = tl.load(x_base + c, mask=edge, other=0.0).to(tl.float32)
-            acc, comp = _kahan_add(acc, comp, x)
+            acc += x
     else:
         x_row = X_ptr + rows[:, None] * X_row_stride
         for start in tl.range(col_begin, col_end, BLOCK_COLS):
             mask = row_mask[:, None] & (start + cols < col_end)
             x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
-            acc, comp = _kahan_add(acc, comp, x)
+            acc += x
     # One fp64 tree across the lanes: its order differs between the GPU and the interpreter,
     # and in fp32 a +-1000 alternating row loses the O(sqrt(n)) total to that order.
-    total = tl.sum(acc.to(tl.float64) - comp.to(tl.float64), axis=1).to(tl.float32)
+    total = tl.sum(acc.to(tl.float64), axis=1).to(tl.float32)
     tl.store(Y_ptr + rows * Y_row_stride + split, total.to(Y_ptr.dtype.element_ty), mask=row_mask)
 
 
