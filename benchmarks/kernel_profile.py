@@ -34,6 +34,7 @@ from bench_cases import BF16, COMPILE, EAGER, FP16, ON_GPU, OURS, ROOT
 
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
+USE_NCU = True  # --no-ncu clears it: targets then time themselves (do_bench and graph replay)
 TARGET_TIMEOUT_S = 150
 COMPILE_TIMEOUT_S = 300  # a cold max-autotune compile under ncu's interception
 MARK = "KPROFILE "
@@ -70,6 +71,13 @@ TARGETS: tuple[tuple[str, dict[str, int], torch.dtype, tuple[str, ...]], ...] = 
     ("fused_mlp", {"M": 4096, "hidden": 4096, "inter": 11008}, BF16, (OURS, EAGER)),
 )
 SMOKE_OPS = ("softmax", "reduce")  # CPU: the plumbing only
+# --narrow: where the benchmark's figure is host-bound, ours and eager at both narrow sizes (run
+# with --no-ncu, the graph-replay time is the kernel's own and do_bench's includes the host).
+NARROW: tuple[tuple[str, dict[str, int], torch.dtype, tuple[str, ...]], ...] = tuple(
+    (op, _rc(rows, 128), BF16, (OURS, EAGER))
+    for op in ("softmax", "rmsnorm", "layernorm", "reduce")
+    for rows in (32768, 262144)
+)
 
 
 def _variant_fn(op: str, variant: str, args: tuple) -> Any:
@@ -156,7 +164,7 @@ def profile(
         "counted_bytes": spec.bytes_moved(size, dtype) if spec.bound == "memory" else None,
         "flops": spec.flops(size),
     }
-    tool = ncu.available() if ON_GPU else None
+    tool = ncu.available() if ON_GPU and USE_NCU else None
     for _attempt in range(3):
         cmd = ncu.command(tool, metrics, argv) if tool else argv
         env = {**os.environ, "KPROFILE_TIME": "0" if tool else "1"}
@@ -248,14 +256,17 @@ def markdown(records: list[dict[str, Any]], head: list[str], bench: list[dict[st
     return "\n".join(lines)
 
 
-def _plan(smoke: bool, only: set[str]) -> list[tuple[str, dict[str, int], torch.dtype, str]]:
+def _plan(
+    smoke: bool, only: set[str], narrow: bool = False
+) -> list[tuple[str, dict[str, int], torch.dtype, str]]:
     if smoke:
         return [
             (op, dict(SPECS[op].cpu.bench[0]), torch.float32, v)
             for op in SMOKE_OPS
             for v in (OURS, EAGER)
         ]
-    plan = [(op, s, d, v) for op, s, d, vs in TARGETS for v in vs if not only or op in only]
+    targets = NARROW if narrow else TARGETS
+    plan = [(op, s, d, v) for op, s, d, vs in targets for v in vs if not only or op in only]
     return sorted(plan, key=lambda t: t[3] == COMPILE)  # cold max-autotune compiles last
 
 
@@ -269,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--types", default="", help="comma-separated ops (default: every target)")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--smoke", action="store_true", help="CPU: interpreter sizes, no counters")
+    p.add_argument("--narrow", action="store_true", help="ours and eager at the narrow sizes")
+    p.add_argument("--no-ncu", action="store_true", help="no counters: do_bench and graph times")
     a = p.parse_args(argv)
     if a.target:
         op, size, dtype, variant = a.target
@@ -280,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"unknown type(s) {sorted(unknown)}; known: {', '.join(sorted(SPECS))}")
     bench = json.loads(a.bench_json.read_text())["rows"] if a.bench_json else []
     t0, records, metrics = time.perf_counter(), [], ncu.METRICS
-    plan = _plan(a.smoke, only)
+    plan = _plan(a.smoke, only, a.narrow)
+    global USE_NCU
+    USE_NCU = not a.no_ncu
     for i, (op, size, dtype, variant) in enumerate(plan):
         left = a.budget_s - (time.perf_counter() - t0)
         if left < 15:
@@ -297,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dict]) -> None:
-    tool = ncu.available() if ON_GPU else None
+    tool = ncu.available() if ON_GPU and USE_NCU else None
     head = [
         f"# Hardware counters of the goals missed ({dt.date.today().isoformat()})",
         "",
@@ -309,8 +324,8 @@ def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dic
         "- read/counted: DRAM bytes read over the input bytes the spec counts (each input read "
         "once); above 1 means re-reads that missed L2. DRAM writes can read below the output: "
         "what is still dirty in L2 when the kernel ends is not yet written. local B: "
-        "local-memory (spill) bytes. bench µs: the benchmark's do_bench median with the host "
-        "launch in it (--bench-json); graph µs: one call replayed from a CUDA graph (no host), "
+        "local-memory (spill) bytes. bench µs: do_bench median with the host launch in it "
+        "(the benchmark's from --bench-json, else this run's own); graph µs: one call replayed from a CUDA graph (no host), "
         "L2 flushed, only in runs without ncu. ncu µs and the % of peak are read under "
         "replay, where the clocks can ramp down between passes: compare bytes and occupancy, "
         "not these times.",

@@ -132,6 +132,23 @@ def test_cpu_mode_runs_every_target_bare_and_writes_both_files(tmp_path):
     assert text.count("| softmax |") == 2
 
 
+def test_narrow_plan_sets_ours_beside_eager_at_both_narrow_sizes():
+    import kernel_profile
+
+    plan = kernel_profile._plan(smoke=False, only=set(), narrow=True)
+    assert len(plan) == 16
+    assert {(op, s["rows"], v) for op, s, _, v in plan} == {
+        (op, rows, v)
+        for op in ("softmax", "rmsnorm", "layernorm", "reduce")
+        for rows in (32768, 262144)
+        for v in ("autokernel", "eager")
+    }
+    assert all(s["cols"] == 128 for _, s, _, _ in plan)
+    assert kernel_profile._plan(smoke=False, only={"reduce"}, narrow=True) == [
+        t for t in plan if t[0] == "reduce"
+    ]
+
+
 def test_unknown_type_is_refused():
     cmd = [sys.executable, str(ROOT / "benchmarks" / "kernel_profile.py"), "--types", "nope"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
