@@ -313,22 +313,29 @@ def main(argv: list[str] | None = None) -> int:
 
 def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dict]) -> None:
     tool = ncu.available() if ON_GPU and USE_NCU else None
+    title = "Hardware counters of the goals missed" if tool else "Kernel and host times, no ncu"
+    how = (
+        f"- profiler: {tool}; clocks as the GPU runs them (--clock-control none); caches "
+        "flushed before each kernel replay; one call per target after 3 warm-up calls."
+        if tool
+        else "- profiler: none (--no-ncu or no ncu/CUDA): the counter columns are empty; each "
+        "target times itself after 3 warm-up calls."
+    )
     head = [
-        f"# Hardware counters of the goals missed ({dt.date.today().isoformat()})",
+        f"# {title} ({dt.date.today().isoformat()})",
         "",
         f"- GPU: {torch.cuda.get_device_name() if ON_GPU else 'none (CPU: no counters)'}; "
         f"torch {torch.__version__}; triton {__import__('triton').__version__}",
         f"- commit: {a.commit}; command: `python {' '.join(sys.argv)}`",
-        f"- profiler: {tool or 'none'}; clocks as the GPU runs them (--clock-control none); "
-        "caches flushed before each kernel replay; one call per target after 3 warm-up calls.",
+        how,
         "- read/counted: DRAM bytes read over the input bytes the spec counts (each input read "
         "once); above 1 means re-reads that missed L2. DRAM writes can read below the output: "
         "what is still dirty in L2 when the kernel ends is not yet written. local B: "
         "local-memory (spill) bytes. bench µs: do_bench median with the host launch in it "
-        "(the benchmark's from --bench-json, else this run's own); graph µs: one call replayed from a CUDA graph (no host), "
-        "L2 flushed, only in runs without ncu. ncu µs and the % of peak are read under "
-        "replay, where the clocks can ramp down between passes: compare bytes and occupancy, "
-        "not these times.",
+        "(the benchmark's from --bench-json, else this run's own); graph µs: one call replayed "
+        "from a CUDA graph (no host), L2 flushed, only in runs without ncu. ncu µs and the % of "
+        "peak are read under replay, where the clocks can ramp down between passes: compare "
+        "bytes and occupancy, not these times.",
     ]
     for path, text in (
         (a.out, markdown(records, head, bench)),
