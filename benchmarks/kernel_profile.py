@@ -34,7 +34,6 @@ from bench_cases import BF16, COMPILE, EAGER, FP16, ON_GPU, OURS, ROOT
 
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
-USE_NCU = True  # --no-ncu clears it: targets then time themselves (do_bench and graph replay)
 TARGET_TIMEOUT_S = 150
 COMPILE_TIMEOUT_S = 300  # a cold max-autotune compile under ncu's interception
 MARK = "KPROFILE "
@@ -149,6 +148,7 @@ def profile(
     variant: str,
     metrics: tuple[str, ...],
     left_s: float,
+    use_ncu: bool = True,
 ) -> dict[str, Any]:
     """One target under ncu (retrying without metrics ncu does not know), or bare without it;
     never past left_s, so the files are written before an outer timeout."""
@@ -164,7 +164,7 @@ def profile(
         "counted_bytes": spec.bytes_moved(size, dtype) if spec.bound == "memory" else None,
         "flops": spec.flops(size),
     }
-    tool = ncu.available() if ON_GPU and USE_NCU else None
+    tool = ncu.available() if ON_GPU and use_ncu else None
     for _attempt in range(3):
         cmd = ncu.command(tool, metrics, argv) if tool else argv
         env = {**os.environ, "KPROFILE_TIME": "0" if tool else "1"}
@@ -175,13 +175,15 @@ def profile(
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
             output, rc = proc.stdout + proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
-            output, rc = f"timed out after {timeout} s: {exc.stdout or ''}", -1
+            partial = exc.stdout.decode(errors="replace") if exc.stdout else ""
+            output, rc = f"timed out after {timeout:.0f} s: {partial}", -1
         record["wall_s"] = round(time.perf_counter() - t0, 1)
         marks = [ln[len(MARK) :] for ln in output.splitlines() if ln.startswith(MARK)]
         if marks:
             record.update(json.loads(marks[-1]))
         kernels = ncu.parse_raw_csv(output) if tool else []
-        record["profile"] = (lambda p: p.to_json() if p else None)(ncu.summarize(kernels))
+        call = ncu.summarize(kernels)
+        record["profile"] = call.to_json() if call else None
         record["metrics"] = list(metrics) if tool else []
         if (kernels or not tool) and rc == 0:
             record.pop("error", None)
@@ -294,14 +296,12 @@ def main(argv: list[str] | None = None) -> int:
     bench = json.loads(a.bench_json.read_text())["rows"] if a.bench_json else []
     t0, records, metrics = time.perf_counter(), [], ncu.METRICS
     plan = _plan(a.smoke, only, a.narrow)
-    global USE_NCU
-    USE_NCU = not a.no_ncu
     for i, (op, size, dtype, variant) in enumerate(plan):
         left = a.budget_s - (time.perf_counter() - t0)
         if left < 15:
             print(f"budget spent: {len(plan) - i} targets not profiled", flush=True)
             break
-        rec = profile(op, size, dtype, variant, metrics, left)
+        rec = profile(op, size, dtype, variant, metrics, left, use_ncu=not a.no_ncu)
         metrics = tuple(rec.get("metrics") or metrics)  # what ncu refused once stays dropped
         records.append(rec)
         us = (rec.get("profile") or {}).get("us") or rec.get("us")
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dict]) -> None:
-    tool = ncu.available() if ON_GPU and USE_NCU else None
+    tool = ncu.available() if ON_GPU and not a.no_ncu else None
     title = "Hardware counters of the goals missed" if tool else "Kernel and host times, no ncu"
     how = (
         f"- profiler: {tool}; clocks as the GPU runs them (--clock-control none); caches "

@@ -13,7 +13,7 @@ import io
 import re
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 # What a missed goal needs: bytes the hardware moved (against the bytes the spec counts), time,
@@ -134,7 +134,7 @@ class CallProfile:
         return self.dram_read + self.dram_write
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items()}
+        return asdict(self)
 
 
 def _weighted(kernels: list[dict[str, str]], key: str, weights: list[float]) -> float | None:
