@@ -99,6 +99,47 @@ def _device(name: str | None) -> torch.device:
     return device
 
 
+def run_placement(
+    model: nn.Module, inputs: list, cuda_available: bool | None = None
+) -> tuple[torch.device, torch.dtype]:
+    """Where and in which dtype a model given as (model, inputs) runs, for code that did not
+    load it (verify_model, use_kernels). Parameters decide where there are any, then buffers,
+    then the floating inputs; a model with none of them (a parameter-free softmax whose
+    get_inputs made CPU tensors) goes to the GPU when there is one, as load_model would put it,
+    and the dtype reported is the one its tensors are in, never a default."""
+    held = [t for t in (*model.parameters(), *model.buffers()) if t.is_floating_point()]
+    floats = [x for x in _tensors(inputs) if x.is_floating_point()]
+    if held:
+        return held[0].device, held[0].dtype
+    on_gpu = torch.cuda.is_available() if cuda_available is None else cuda_available
+    given = next((x.device for x in _tensors(inputs) if x.device.type != "cpu"), None)
+    device = given or torch.device("cuda" if on_gpu else "cpu")
+    return device, floats[0].dtype if floats else torch.float32
+
+
+def _tensors(value: object) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def place_inputs(inputs: list, device: torch.device) -> list:
+    """The inputs on `device`, dtypes kept (the model's own dtype decides the compute)."""
+    return [_move(x, device) for x in inputs]
+
+
+def _move(x: object, device: torch.device) -> object:
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(_move(v, device) for v in x)
+    return x
+
+
 def _dtype(name: str | None, device: torch.device) -> torch.dtype:
     if name is None:
         return torch.bfloat16 if device.type == "cuda" else torch.float32
