@@ -190,6 +190,13 @@ def run(
         bool | None,
         typer.Option("--compile/--no-compile", help="Time torch.compile (default: on a GPU)."),
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            help="Baseline the night ranks targets against: eager or compile (default: compile "
+            "on a GPU, eager on the CPU). Kept by --resume."
+        ),
+    ] = None,
 ) -> None:
     """The overnight loop: an agent edits kernel.py, the harness checks and times it, the change
     is kept or reverted. One git commit per experiment on branch autokernel/TAG, one row per
@@ -202,7 +209,7 @@ def run(
         plan=plan, agent=agent, llm_model=llm_model, base_url=base_url,
         agent_command=agent_command, max_experiments=max_experiments, max_tokens=max_tokens,
         quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
-        compile_baseline=compile_baseline,
+        compile_baseline=compile_baseline, mode=mode,
     )  # fmt: skip
     if hours is not None and hours <= 0:
         raise fail("--hours must be positive")

@@ -16,10 +16,11 @@ from pathlib import Path
 from autokernel.agents.base import Agent, AgentError
 from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
+from autokernel.mode import ModeError, parse_mode
 from autokernel.results import ResultsLog
 from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.workspace import Workspace, WorkspaceError
-from orchestrate import State, load, new_state, status_lines
+from orchestrate import REACH, Rules, State, load, new_state, status_lines
 
 DEFAULT_HOURS = 10.0
 
@@ -48,6 +49,7 @@ class RunRequest:
     timeout_s: float | None = None
     quick: bool = False
     compile_baseline: bool | None = None
+    mode: str | None = None  # eager or compile (autokernel/mode.py); None: the device's default
 
 
 @dataclass
@@ -113,10 +115,18 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
         previous = load(root)
     except ValueError as exc:
         raise SessionError(str(exc)) from None
+    on_gpu = torch.cuda.is_available()
+    try:
+        mode = parse_mode(req.mode, "cuda" if on_gpu else "cpu")
+    except ModeError as exc:
+        raise SessionError(str(exc)) from None
     if req.resume:
         if previous is None:
             raise SessionError(f"nothing to resume in {root}: start a run without --resume")
         state = previous
+        if req.mode is not None and mode != state.mode:
+            raise SessionError(f"run {state.tag} was started with --mode {state.mode}; resume "
+                               "it without --mode, or start a new run")  # fmt: skip
         args = {**state.agent_args, **_given_agent_args(req)}
         if req.hours is not None:
             state.hours = req.hours
@@ -136,7 +146,8 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
         results = ResultsLog(root / "results.tsv")
         if state is None:
             tag = req.tag or time.strftime("%Y%m%d-%H%M%S")
-            state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens)
+            state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens,
+                              mode=mode, reach=REACH if on_gpu else 0.0)  # fmt: skip
             state.agent_args = args
             last = results.last_experiment()
             state.next_experiment = 0 if last is None else last + 1
@@ -148,9 +159,9 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
                 ws.resume(state.tag)
     except WorkspaceError as exc:
         raise SessionError(str(exc)) from None
-    on_gpu = torch.cuda.is_available()
     settings = Settings(
         on_gpu=on_gpu,
+        rules=Rules(mode=state.mode, reach=state.reach),
         timeout_s=req.timeout_s or Settings.timeout_s,
         quick=req.quick,
         compile_baseline=on_gpu if req.compile_baseline is None else req.compile_baseline,

@@ -27,6 +27,10 @@ class Target:
     calls: int = 1
     args: dict[str, object] = field(default_factory=dict)  # eps, causal, ... as the model uses
     model_ms: float | None = None  # per forward, all calls, in the profiled model (plan's ms)
+    # The same target in torch.compile of the model (plan's compile_ms, compile_share); None in
+    # plans written before profile measured compile: compile mode then falls back to eager's.
+    compile_ms: float | None = None
+    compile_share: float | None = None
 
     def model_speedup(self, kernel_us: float | None) -> float | None:
         """The model's own profiled time for this target over the kernel's at the same shape.
@@ -34,6 +38,21 @@ class Target:
         model's hand-written RMSNorm in fp32 ops can be ten times slower than the reference."""
         if self.model_ms and kernel_us and len(self.shapes) == 1:
             return self.model_ms * 1e3 / (self.calls * kernel_us)
+        return None
+
+    def mode_share(self, mode: str) -> float:
+        """Fraction of the model's time in `mode` ("eager" or "compile") this target holds."""
+        if mode == "compile" and self.compile_share is not None:
+            return self.compile_share
+        return self.share
+
+    def mode_speedup(self, kernel_us: float | None, mode: str) -> float | None:
+        """The kernel's speedup over this target's time in the model in `mode`, at the model's
+        shape: model_speedup for eager, the compiled model's own time for compile."""
+        if mode != "compile":
+            return self.model_speedup(kernel_us)
+        if self.compile_ms and kernel_us and len(self.shapes) == 1:
+            return self.compile_ms * 1e3 / (self.calls * kernel_us)
         return None
 
     def harness_sizes(self) -> list[dict[str, int]]:
@@ -154,9 +173,22 @@ def from_plan(path: Path) -> list[Target]:
                 calls=int(entry.get("calls", 1)),
                 args=dict(entry.get("args") or {}),
                 model_ms=float(entry["ms"]) if entry.get("ms") else None,
+                compile_ms=_optional(entry, "compile_ms", path),
+                compile_share=_optional(entry, "compile_share", path),
             )
         )
     return targets
+
+
+def _optional(entry: dict, key: str, path: Path) -> float | None:
+    """A plan's optional figure: absent or null in plans from before it was measured."""
+    value = entry.get(key)
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise TargetError(f"{path}: {key} {value!r} is not a number; profile again") from None
 
 
 def _checked(kind: str, shape: object, path: Path) -> dict[str, int]:
