@@ -14,7 +14,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from autokernel.profiler import ITERS, WARMUP, Profile, Row, run_profile, write_plan
+from autokernel.profiler import (
+    ITERS,
+    WARMUP,
+    Profile,
+    Row,
+    add_compiled,
+    run_profile,
+    write_plan,
+)
 from autokernel.render import output_console
 from autokernel.specs import get_spec
 
@@ -84,8 +92,21 @@ def profile_view(prof: Profile) -> Group:
     parts: list = [machine_view(gpu.detect(), None)]
     if prof.device != "cuda":
         parts.append(Text("no CUDA: CPU time (self CPU time of aten ops)", "yellow"))
-    parts += [profile_table(prof), check_line(prof)]
+    parts += [profile_table(prof), check_line(prof), compile_line(prof)]
     return Group(*parts)
+
+
+def compile_line(prof: Profile) -> Text:
+    """The compiled model beside the eager one: what a kernel must beat in compile mode."""
+    c = prof.compiled
+    if c is None:
+        return Text(prof.compile_note or "torch.compile not measured (--compile)", "dim")
+    return Text(
+        f"torch.compile: forward {c.compile_forward_ms:.3f} ms vs eager {c.eager_forward_ms:.3f} "
+        f"ms ({c.eager_forward_ms / c.compile_forward_ms:.2f}x); profiled total "
+        f"{c.compile_total_ms:.3f} vs {c.eager_total_ms:.3f} ms (ratio {c.ratio:.3f})",
+        "dim",
+    )
 
 
 def profile_command(
@@ -110,6 +131,13 @@ def profile_command(
     warmup: Annotated[int, typer.Option(min=0, help="Forwards before profiling.")] = WARMUP,
     out: Annotated[Path, typer.Option(help="Where to write the plan.")] = Path("plan.yaml"),
     trace: Annotated[Path | None, typer.Option(help="Also write a Chrome trace here.")] = None,
+    compile_model: Annotated[
+        bool | None,
+        typer.Option(
+            "--compile/--no-compile",
+            help="Also time and profile torch.compile of the model (default: on a GPU).",
+        ),
+    ] = None,
 ) -> None:
     """Profile a model: ranked table of kernel time with Amdahl what-ifs; writes plan.yaml."""
     from autokernel.model_input import ModelInputError, ModelSource, load_model, parse_input_shape
@@ -122,6 +150,9 @@ def profile_command(
             loaded = load_model(src)
         with console.status(f"profiling {iters} forwards after {warmup} warm-up…"):
             prof = run_profile(loaded, iters=iters, warmup=warmup, trace=trace)
+        if compile_model if compile_model is not None else loaded.device.type == "cuda":
+            with console.status("compiling the model and profiling it again…"):
+                add_compiled(prof, loaded, iters=iters, warmup=warmup)
     except ModelInputError as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None

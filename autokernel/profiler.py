@@ -17,6 +17,13 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from autokernel.attribution import FORWARD_LABEL, KERNEL_TYPES, Attribution, Instance, attribute
+from autokernel.compile_profile import (
+    BY_NAMES,
+    BY_RATIO,
+    CompiledFigures,
+    measure_compiled,
+    target_compile_ms,
+)
 from autokernel.model_input import LoadedModel
 from autokernel.module_calls import ModuleRecorder
 from autokernel.stats import amdahl
@@ -62,6 +69,8 @@ class Profile:
     profiler_total_ms: float  # per forward: the profiler's own total of self times
     overhead_ms: float  # per forward, CPU only: Python between ops
     wall_ms: float  # per forward, measured with a timer around the profiled loop
+    compiled: CompiledFigures | None = None  # what torch.compile makes of the model
+    compile_note: str = ""  # why there are no compiled figures
 
     @property
     def targets(self) -> list[Row]:
@@ -101,6 +110,18 @@ def run_profile(
         prof.export_chrome_trace(str(trace))
     result = attribute(list(prof.events()), recorder, device=cuda, iterations=iters)
     return _summarize(loaded, result, wall * 1e3 / iters)
+
+
+def add_compiled(
+    prof: Profile, loaded: LoadedModel, iters: int = ITERS, warmup: int = WARMUP
+) -> None:
+    """Record what torch.compile makes of the model (compile_profile.py); a model or machine
+    that cannot compile keeps the eager plan, with the reason in the plan."""
+    try:
+        prof.compiled = measure_compiled(loaded, prof.total_ms, iters, warmup)
+    except Exception as exc:  # no C compiler, an op dynamo cannot trace: eager figures stand
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        prof.compile_note = f"torch.compile failed: {type(exc).__name__}: {message}"[:300]
 
 
 def _sync(cuda: bool) -> None:
@@ -176,31 +197,60 @@ def plan_data(prof: Profile) -> dict:
     """The plan.yaml content: kernel targets first (what `autokernel run` reads), then the
     context a reader needs (totals, what was left as 'other')."""
     targets = prof.targets
+    entries = [
+        {
+            "name": name,
+            "kernel_type": r.kind,
+            "shapes": [dict(r.shape)] if r.shape else [],
+            "dtype": r.dtype if r.dtype in PLAN_DTYPES else None,
+            "share": round(r.share, 4),
+            "calls": r.calls,
+            "ms": round(r.ms, 4),
+            "args": dict(r.args),
+            "modules": r.where,
+        }
+        for name, r in zip(target_names(targets), targets, strict=True)
+    ]
     return {
         "model": prof.model,
         "device": prof.device,
         "dtype": prof.dtype,
         "time": "cuda kernel time" if prof.device == "cuda" else "cpu time (no CUDA)",
         "total_ms": round(prof.total_ms, 4),
-        "targets": [
-            {
-                "name": name,
-                "kernel_type": r.kind,
-                "shapes": [dict(r.shape)] if r.shape else [],
-                "dtype": r.dtype if r.dtype in PLAN_DTYPES else None,
-                "share": round(r.share, 4),
-                "calls": r.calls,
-                "ms": round(r.ms, 4),
-                "args": dict(r.args),
-                "modules": r.where,
-            }
-            for name, r in zip(target_names(targets), targets, strict=True)
-        ],
+        **_compiled_plan(prof, entries),
+        "targets": entries,
         "other": [
             {"name": r.name, "ms": round(r.ms, 4), "share": round(r.share, 4), "calls": r.calls}
             for r in prof.rows
             if not r.is_target
         ],
+    }
+
+
+def _compiled_plan(prof: Profile, entries: list[dict]) -> dict:
+    """The model's eager and compiled forward times; each entry gets its compiled ms and share
+    (of the compiled total) and how that figure was found."""
+    c = prof.compiled
+    if c is None:
+        return {"compile": prof.compile_note or "not measured (profile --compile to measure)"}
+    rows = prof.targets
+    found = target_compile_ms([(r.kind, r.shape, r.ms) for r in rows], c)
+    for entry, (ms, how) in zip(entries, found, strict=True):
+        entry["compile_ms"] = round(ms, 4)
+        total = c.eager_total_ms * c.ratio  # the compiled forward in the eager profile's unit
+        entry["compile_share"] = round(ms / total, 4) if total > 0 else None
+        entry["compile_from"] = how
+    hows = {how for _, how in found}
+    return {
+        "eager_forward_ms": round(c.eager_forward_ms, 4),
+        "compile_forward_ms": round(c.compile_forward_ms, 4),
+        "compile_total_ms": round(c.compile_total_ms, 4),
+        "compile_attribution": (
+            f"{BY_NAMES} where a target's type names Inductor's kernels (compile_from), else "
+            f"{BY_RATIO} {c.ratio:.3f}"
+            if BY_NAMES in hows
+            else f"{BY_RATIO} {c.ratio:.3f} for every target"
+        ),
     }
 
 
