@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from autokernel.mode import MODES
 from autokernel.render import output_console
 from autokernel.results import ResultsLog
 from autokernel.stats import amdahl as amdahl  # the report's estimate
@@ -75,6 +76,13 @@ class TargetReport:
     reason: str = ""
     optimized_commit: str | None = None
     points: list[Point] = field(default_factory=list)
+    # In the report's mode (eager or compile): the target's share of the model's time there and
+    # the starter's and best kernel's speedups over that mode's own time for the target (at the
+    # model's shape where the plan gives it, else at the harness sizes).
+    mode_share: float | None = None
+    starter_vs_mode: float | None = None
+    best_vs_mode: float | None = None
+    night_share: float | None = None  # of the time spent on all targets
 
 
 @dataclass
@@ -102,6 +110,9 @@ class Report:
     seconds: float | None = None
     ended: str = ""
     notes: list[str] = field(default_factory=list)
+    mode: str = "eager"  # the baseline of mode_estimate and each target's *_vs_mode
+    mode_estimate: float | None = None  # whole model vs the mode, best kernels that help only
+    mode_note: str = ""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -203,8 +214,9 @@ def _top_kept(
     return kept[:TOP_KEPT]
 
 
-def build(workspace: Path) -> Report:
-    """The report of the run in `workspace`; ReportError when there is nothing to report."""
+def build(workspace: Path, mode: str | None = None) -> Report:
+    """The report of the run in `workspace` against `mode` (default: the run's own, else
+    eager); ReportError when there is nothing to report."""
     import orchestrate
 
     root = Path(workspace).expanduser()
@@ -246,6 +258,8 @@ def build(workspace: Path) -> Report:
             if t.baseline_us is None and ts.baseline is not None:
                 t.baseline_us, t.baseline_note = ts.baseline.us, "from the state file"
     targets = sorted(reports.values(), key=lambda t: (-(t.share or 0.0), t.name))
+    mode = mode or (state.mode if state is not None else "eager")
+    _in_mode(targets, state, mode)
     est, note = _estimate(targets, state is not None)
     report = Report(
         workspace=str(root.resolve()), results=str(path.resolve()), rows=len(rows),
@@ -255,7 +269,42 @@ def build(workspace: Path) -> Report:
     if state is not None:
         report.tag, report.agent, report.hours = state.tag, state.agent, state.hours
         report.seconds, report.ended = state.seconds, state.ended
+    report.mode = mode
+    report.mode_estimate, report.mode_note = _mode_estimate(targets, mode, state is not None)
     return report
+
+
+def _in_mode(targets: list[TargetReport], state, mode: str) -> None:
+    """Each target's share and speedups against `mode`, and its part of the night's time."""
+    plans = {ts.name: ts.target for ts in state.targets} if state is not None else {}
+    compile_mode = mode == "compile"
+    spent = sum(t.seconds for t in targets)
+    for t in targets:
+        plan = plans.get(t.name)
+        starter = t.baseline_vs_compile if compile_mode else t.baseline_vs_eager
+        best = t.speedup_vs_compile if compile_mode else t.speedup_vs_eager
+        if plan is not None:
+            t.mode_share = plan.mode_share(mode)
+            starter = plan.mode_speedup(t.baseline_us, mode) or starter
+            best = plan.mode_speedup(t.best_us, mode) or best
+        t.starter_vs_mode, t.best_vs_mode = starter, best
+        t.night_share = t.seconds / spent if spent > 0 else None
+
+
+def _mode_estimate(
+    targets: list[TargetReport], mode: str, have_state: bool
+) -> tuple[float | None, str]:
+    """What the night bought in `mode`: Amdahl over each target's share there with its best
+    kernel's speedup over the mode; a kernel slower than the mode counts as left out (1x), as
+    verify leaves out what does not help."""
+    if not have_state:
+        return None, f"no whole-model estimate in {mode} mode without the state file"
+    pairs = [(t.mode_share or 0.0, max(1.0, t.best_vs_mode or 1.0)) for t in targets]
+    slower = [t.name for t in targets if t.best_vs_mode is not None and t.best_vs_mode < 1.0]
+    note = f"best kernels that beat {mode} in place of it, the rest of the model as in {mode}"
+    if slower:
+        note += f"; left out, slower than {mode}: {', '.join(slower)}"
+    return amdahl(pairs), note
 
 
 def _estimate(targets: list[TargetReport], have_state: bool) -> tuple[float | None, str]:
@@ -301,6 +350,10 @@ def report_command(
     markdown: Annotated[
         Path | None, typer.Option("--markdown", help="Also write a Markdown report here.")
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(help="Baseline of the estimate: eager or compile (default: the run's)."),
+    ] = None,
 ) -> None:
     """The morning view: per target baseline, best, speedups, experiments kept/reverted/failed,
     time spent and why it moved on; the whole-model Amdahl estimate; progress.png."""
@@ -309,7 +362,9 @@ def report_command(
 
     console, err = output_console(), output_console(stderr=True)
     try:
-        report = build(workspace)
+        if mode is not None and mode not in MODES:
+            raise ReportError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
+        report = build(workspace, mode)
         written: Path | None = None
         if not no_png:
             target = png or Path(report.results).parent / PNG_FILE

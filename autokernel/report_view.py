@@ -75,6 +75,29 @@ def _estimate_line(r: Report) -> str:
     return f"whole model (Amdahl): {r.amdahl:.3f}x vs eager — {r.amdahl_note}"
 
 
+def _baseline(mode: str) -> str:
+    return "torch.compile" if mode == "compile" else "eager"
+
+
+def night_lines(r: Report) -> list[str]:
+    """Where the night's time went and what it bought, per target, against the report's mode."""
+    base = _baseline(r.mode)
+    lines = [f"where the night went, against {base} (--mode {r.mode}):"]
+    for t in sorted(r.targets, key=lambda t: -t.seconds):
+        share = f"{t.mode_share:.0%} of the model in {r.mode}, " if t.mode_share is not None else ""
+        lines.append(
+            f"  {t.name}: {t.seconds / 60:.0f} min ({_f(t.night_share, '.0%')}), "
+            f"{t.experiments} experiments, {t.kept} kept; {share}starter "
+            f"{_f(t.starter_vs_mode, '.2f', 'x')} → best {_f(t.best_vs_mode, '.2f', 'x')} "
+            f"vs {base} ({_f(t.speedup_vs_starter, '.2f', 'x')} vs the starter)"
+        )
+    if r.mode_estimate is not None:
+        lines.append(f"whole model in {r.mode}: {r.mode_estimate:.3f}x vs {base} — {r.mode_note}")
+    else:
+        lines.append(r.mode_note)
+    return lines
+
+
 def view(r: Report, png: Path | None = None) -> Group:
     """The terminal rendering."""
     table = Table(
@@ -98,6 +121,7 @@ def view(r: Report, png: Path | None = None) -> Group:
     if any(t.seconds_source != "state" for t in r.targets):
         parts.append(Text("* harness time only (no state file for this target)", "dim"))
     parts.append(Text(_estimate_line(r), "bold" if r.amdahl else "yellow"))
+    parts += [Text(line, "bold" if i == 0 else "") for i, line in enumerate(night_lines(r))]
     if r.top_kept:
         top = Table(
             title="top kept experiments", title_justify="left", box=box.SIMPLE_HEAD,
@@ -131,6 +155,9 @@ def to_markdown(r: Report, png: Path | None = None) -> str:
     lines += ["| " + " | ".join(_md(c) for c in _cells(t)) + " |" for t in r.targets]
     lines += [""] + [f"- {_md(_why(t))}" for t in r.targets]
     lines += ["", f"**{_md(_estimate_line(r))}**" if r.amdahl else _md(_estimate_line(r)), ""]
+    night = night_lines(r)
+    lines += [f"### {_md(night[0].rstrip(':'))}", ""] + [f"- {_md(n.strip())}" for n in night[1:]]
+    lines.append("")
     if r.top_kept:
         lines += ["### Top kept experiments", "", "| exp | target | gain | ×starter | hypothesis |",
                   "|---|---|---|---|---|"]  # fmt: skip
