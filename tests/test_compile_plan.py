@@ -105,3 +105,25 @@ def test_a_model_that_cannot_compile_keeps_its_eager_plan_with_the_reason(monkey
     data = plan_data(prof)
     assert data["compile"] == "torch.compile failed: RuntimeError: no C compiler"
     assert "compile_ms" not in data["targets"][0]
+
+
+@pytest.mark.slow
+def test_real_compile_of_the_single_op_example(tmp_path):
+    """torch.compile on this machine (C++ on the CPU): the figures land in the plan and view."""
+    from rich.console import Console
+
+    from autokernel.profile_view import compile_line
+    from autokernel.profiler import add_compiled
+
+    loaded = load_model(ModelSource(path=EXAMPLES / "single_op.py"))
+    prof = run_profile(loaded, iters=2, warmup=1)
+    add_compiled(prof, loaded, iters=2, warmup=1)
+    if prof.compiled is None:
+        pytest.skip(prof.compile_note)
+    c = prof.compiled
+    assert c.compile_forward_ms > 0 and c.eager_forward_ms > 0 and c.compile_total_ms > 0
+    entry = plan_data(prof)["targets"][0]
+    assert entry["compile_from"] in (BY_NAMES, BY_RATIO) and entry["compile_ms"] > 0
+    console = Console(width=200, record=True)
+    console.print(compile_line(prof))
+    assert "torch.compile: forward" in console.export_text()
