@@ -192,7 +192,8 @@ def _intro(state: State, agent: Agent, on_gpu: bool, root: Path) -> list[str]:
     names = ", ".join(ts.name for ts in state.targets)
     return [
         f"autokernel run {state.tag} in {root}: {device}",
-        f"agent {agent.name} ({how}); targets: {names}; budget {state.hours:g} h",
+        f"agent {agent.name} ({how}); targets: {names}; budget {state.hours:g} h; "
+        f"ranked against {state.mode} (--mode)",
         "each experiment: edit kernel.py -> commit -> five-stage check -> benchmark -> keep "
         f"or revert; rows in results.tsv, log in {root / '.autokernel' / 'run.log'}",
     ]
