@@ -4,7 +4,8 @@ The model runs a few warm-up forwards outside the profiler (first-call allocatio
 autotuning are not what a night of optimizing can win back), then `iters` forwards under
 torch.profiler with shapes recorded. The time is attributed once per op (see attribution.py),
 instances of the same kernel type, shape, dtype and arguments are grouped into one target, and
-the targets are ranked by time. plan.yaml keeps the kernel-type targets for `autokernel run`.
+the targets are ranked by time. plan.yaml keeps the kernel-type targets for `autokernel run`,
+and with `add_compiled` what torch.compile makes of the model beside them (compile_profile.py).
 """
 
 from __future__ import annotations
