@@ -70,14 +70,24 @@ def kind_of_kernel(name: str) -> str | None:
     return None
 
 
-def group_compiled(instances: list[Instance], iterations: int) -> dict[str, list]:
-    """ms per forward by kernel type: aten ops classified as in eager (matmul by shape), other
-    kernels by Inductor's names."""
+def group_compiled(
+    instances: list[Instance], iterations: int, kernels: list[tuple[str, float]] | None = None
+) -> dict[str, list]:
+    """ms per forward by kernel type: matmuls from the aten ops that launched them (by shape);
+    other types by Inductor's names, read off the device kernels (`kernels`: name, µs) where
+    the profile has them, since the CPU event a Triton launch hangs off need not carry the
+    name, else off the owners of the attributed time."""
     out: dict[str, list[tuple[dict[str, int], float]]] = {}
+    per = 1e-3 / iterations
     for inst in instances:
         kind = inst.kind if inst.kind in KERNEL_TYPES else kind_of_kernel(inst.name)
-        if kind is not None and inst.us > 0:
-            out.setdefault(kind, []).append((inst.shape, inst.us * 1e-3 / iterations))
+        if kind == "matmul" or (kernels is None and kind is not None):
+            if inst.us > 0:
+                out.setdefault(kind, []).append((inst.shape, inst.us * per))
+    for name, us in kernels or ():
+        kind = kind_of_kernel(name)
+        if kind is not None and us > 0:
+            out.setdefault(kind, []).append(({}, us * per))
     return out
 
 
@@ -139,12 +149,18 @@ def measure_compiled(
                 compiled(*loaded.inputs)
         _sync(cuda)
     # No module hooks on a compiled model (dynamo would trace them): ops are owned by themselves.
-    result = attribute(list(prof.events()), ModuleRecorder(nn.Module()), cuda, iters)
+    events = list(prof.events())
+    result = attribute(events, ModuleRecorder(nn.Module()), cuda, iters)
+    kernels = [
+        (e.name, float(e.self_device_time_total))
+        for e in events
+        if e.device_type != torch.autograd.DeviceType.CPU and not e.is_user_annotation
+    ]
     return CompiledFigures(
         eager_forward_ms=eager_ms,
         compile_forward_ms=compile_ms,
         eager_total_ms=eager_total_ms,
         compile_total_ms=result.forward_us * 1e-3 / iters,
-        by_kind=group_compiled(result.instances, iters),
+        by_kind=group_compiled(result.instances, iters, kernels if cuda else None),
         kernel_time=cuda,
     )

@@ -127,3 +127,17 @@ def test_real_compile_of_the_single_op_example(tmp_path):
     console = Console(width=200, record=True)
     console.print(compile_line(prof))
     assert "torch.compile: forward" in console.export_text()
+
+
+def test_on_cuda_named_types_come_from_the_device_kernels_once():
+    mm = {"M": 64, "N": 32, "K": 16}
+    instances = [
+        Instance("matmul", "aten::mm", mm, us=300.0),
+        Instance("other", "triton_per_fused__softmax_0 (outside aten ops)", us=150.0),
+        Instance("flash_attention", "aten::_scaled_dot_product_flash_attention", us=500.0),
+    ]
+    kernels = [("sm90_xmma_gemm_bf16bf16_bf16f32", 300.0), ("triton_per_fused__softmax_0", 150.0),
+               ("pytorch_flash::flash_fwd_kernel", 500.0)]  # fmt: skip
+    by_kind = group_compiled(instances, iterations=1, kernels=kernels)
+    assert by_kind == {"matmul": [(mm, 0.3)], "softmax": [({}, 0.15)],
+                       "flash_attention": [({}, 0.5)]}  # fmt: skip
