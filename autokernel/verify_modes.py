@@ -68,6 +68,7 @@ class Variant:
     ) -> None:
         self.inputs = list(inputs)
         self.kernels = [k.name for k in kernels]
+        self.compiled, self.graphed = compiled, graphed
         self.patch = Patch(kernels, policy) if kernels else None
         self.model = shared_copy(model) if self.patch else model
         if self.patch:

@@ -24,9 +24,9 @@ import reference
 from autokernel import api, kernel_ops
 from autokernel.kernel_ops import load_kernel
 from autokernel.patching import Patch
+from autokernel.prediction import amdahl
 from autokernel.specs import SPECS
 from autokernel.targets import Target
-from autokernel.prediction import amdahl
 from autokernel.verify import VerifyError, collect_kernels, verify_model, verify_workspace
 from autokernel.verify_cli import verify_command
 
