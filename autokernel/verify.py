@@ -337,6 +337,13 @@ def verify_workspace(
     kernels, origin, notes = collect_kernels(workspace, skip_slower=skip)
     result = verify_model(loaded.model, loaded.inputs, kernels, name=loaded.name, **options)
     result.kernels, result.notes = origin, notes + result.notes
+    conclude(result, kernels, workspace)
+    return result
+
+
+def conclude(result: VerifyResult, kernels: list[LoadedKernel], workspace: Path) -> None:
+    """The workspace's part of a verify: the prediction checks against the run's state, and
+    the selection recorded in optimized/modes.json."""
     ran = {k.name for k in kernels if _ran(result, k)}
     result.predicted_speedup = amdahl(workspace, ran)
     result.expected = prediction.expected_ratios(workspace, ran)
@@ -344,7 +351,6 @@ def verify_workspace(
         result.predictions = [p.to_json() for p in _predictions(result, workspace)]
     if result.selection:
         _record(result, workspace)
-    return result
 
 
 def _predictions(result: VerifyResult, workspace: Path) -> list[prediction.Prediction]:
