@@ -115,6 +115,10 @@ def time_model(
                 timed.modes[m] = summarize(m, s, getattr(runners[m], "kernels", []))
             if select:
                 _guard(timed, samples)
+            for user_mode, pm in PATCHED_MODE.items():  # no kernels kept: the mode is its base
+                b = timed.modes.get(BASE[pm])
+                if pm not in timed.modes and b and (user_mode == "eager" or with_compile):
+                    timed.modes[pm] = ModeTiming(pm, b.ms, b.spread, [], list(b.rounds_ms))
             if with_compile and COMPILE in samples and names:
                 timed.graph_breaks = _breaks(variant((), False), variant(names, False))
         finally:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from autokernel import api, mode_record, prediction
 from autokernel.ablation import ablate
 from autokernel.cuda_graphs import CudaGraphError
-from autokernel.verify import collect_kernels, verify_model
+from autokernel.verify import collect_kernels, conclude, verify_model
 from autokernel.verify_cli import verify_command
 from autokernel.verify_modes import summarize
 from autokernel.verify_timing import Timed, _guard, time_model
@@ -109,6 +109,38 @@ def test_verify_keeps_only_what_helps_and_no_mode_is_slower_than_eager(tmp_path)
     assert timed.kept["eager"] == ["rmsnorm"]
     assert timed.modes["patched"].kernels == ["rmsnorm"]
     assert timed.modes["patched"].ms == pytest.approx(BASE_MS - 2.0)
+
+    # nothing helps: the patched mode runs as eager, so it is never slower
+    hurt, _ = variant_timer({"rmsnorm": +0.5, "softmax": +1.0})
+    timed = time_model(
+        Tiny(layers=1).eval(),
+        tiny_inputs(),
+        kernels,
+        mode="eager",
+        on_gpu=False,
+        select=True,
+        with_compile=False,
+        rounds=3,
+        timer=hurt,
+    )
+    assert timed.kept["eager"] == [] and timed.modes["patched"].kernels == []
+    assert timed.modes["patched"].ms == timed.modes["eager"].ms == BASE_MS
+
+
+@pytest.mark.slow
+def test_verify_records_its_choice_and_use_kernels_follows_it(tmp_path):
+    ws = workspace_with(tmp_path, starters("rmsnorm", "softmax"))
+    kernels, _, _ = collect_kernels(ws)
+    result = verify_model(Tiny(layers=1).eval(), tiny_inputs(), kernels, select=True,
+                          with_compile=False, rounds=2)  # fmt: skip
+    conclude(result, kernels, ws)
+    assert result.selection and result.selection["candidates"] == ["rmsnorm", "softmax"]
+    record = json.loads((ws / "optimized" / "modes.json").read_text())
+    assert record["eager"]["kept"] == result.kept["eager"]
+    assert set(record["eager"]["effects"]) == {"rmsnorm", "softmax"}
+    assert set(api.load_kernels(ws, mode="eager").routers) == set(result.kept["eager"])
+    (p,) = [p for p in result.predictions if p["source"] == prediction.EFFECTS]
+    assert p["mode"] == "patched" and p["measured_ms"] == result.ms("patched")
 
 
 def test_the_guard_leaves_out_kernels_that_do_not_beat_their_base():
