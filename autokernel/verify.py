@@ -24,18 +24,18 @@ from autokernel import mode_record, prediction
 from autokernel.ablation import ROUNDS
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.mode import Mode, default_mode
+from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
-from autokernel.specs import TOLERANCES, dtype_name
+from autokernel.specs import dtype_name
 from autokernel.verify_modes import BASE, PATCHED_MODE, best_mode
 from autokernel.verify_timing import Timed, time_model
 
-__all__ = ["VerifyError", "VerifyResult", "amdahl", "collect_kernels", "verify_model"]
+__all__ = [
+    "ACCUMULATION_FACTOR", "OutputCheck", "VerifyError", "VerifyResult", "amdahl",
+    "collect_kernels", "compare", "verify_model",
+]  # fmt: skip
 
-# Each patched op may differ from eager by up to its harness tolerance, and independent rounding
-# differences grow slowly through residual layers; 5x leaves room for that in a small model
-# while a wrong kernel (errors of the order of the output's scale) fails by orders of magnitude.
-ACCUMULATION_FACTOR = 5.0
 VERIFY_DIR = Path(".autokernel") / "verify"  # best-commit kernels written here to load by path
 KERNEL = "kernel.py"
 
@@ -54,18 +54,6 @@ WHERE = {
 
 class VerifyError(Exception):
     """Bad input to verify (no kernels, unreadable state, a model that fails); exit code 2."""
-
-
-@dataclass
-class OutputCheck:
-    name: str
-    dtype: str
-    error: float  # max|diff| / max(1, max|ref|); inf for a shape, dtype or NaN mismatch
-    tolerance: float
-
-    @property
-    def ok(self) -> bool:
-        return self.error <= self.tolerance
 
 
 @dataclass
@@ -181,41 +169,6 @@ def _from_commit(workspace: Path, sha: str, name: str) -> Path:
     return path
 
 
-def _tensors(obj: Any, name: str = "output") -> list[tuple[str, torch.Tensor]]:
-    if isinstance(obj, torch.Tensor):
-        return [(name, obj)]
-    if isinstance(obj, dict):
-        return [t for k, v in obj.items() for t in _tensors(v, f"{name}.{k}")]
-    if isinstance(obj, (list, tuple)):
-        return [t for i, v in enumerate(obj) for t in _tensors(v, f"{name}[{i}]")]
-    return []
-
-
-def compare(ref: Any, out: Any, model_dtype: torch.dtype, factor: float) -> list[OutputCheck]:
-    """Every tensor in the outputs, error relative to the eager output's scale."""
-    refs, outs = _tensors(ref), _tensors(out)
-    if len(refs) != len(outs):
-        return [OutputCheck("output structure", "-", float("inf"), 0.0)]
-    checks = []
-    for (name, r), (_, o) in zip(refs, outs, strict=True):
-        loosest = max(TOLERANCES.get(d, (0.0,))[0] for d in (r.dtype, model_dtype))  # atol
-        tol = loosest * factor if r.is_floating_point() else 0.0
-        if r.shape != o.shape or r.dtype != o.dtype:
-            err = float("inf")
-        elif not r.is_floating_point():
-            err = 0.0 if torch.equal(r, o) else float("inf")
-        elif r.numel() == 0:
-            err = 0.0
-        else:
-            r64, o64 = r.double(), o.double()
-            same_nan = torch.equal(r64.isnan(), o64.isnan())
-            diff = (r64 - o64).nan_to_num(0.0).abs().max().item()
-            scale = max(1.0, r64.nan_to_num(0.0).abs().max().item())
-            err = diff / scale if same_nan else float("inf")
-        checks.append(OutputCheck(name, dtype_name(r.dtype), err, tol))
-    return checks
-
-
 def verify_model(
     model: nn.Module,
     inputs: list,
@@ -234,6 +187,8 @@ def verify_model(
     """Eager vs patched on the same inputs, call counts, and (optionally) the kernel selection
     in `mode` (default: compile on a GPU) and every mode's timing. `select` defaults to on for
     a CUDA model (see autokernel.verify_timing for why not on the CPU)."""
+    if mode == "compile" and timing and not with_compile:
+        raise VerifyError("mode compile needs the compile modes timed (with_compile=True)")
     params = [p for p in model.parameters() if p.is_floating_point()]
     device = params[0].device if params else torch.device("cpu")
     dtype = params[0].dtype if params else torch.float32
@@ -252,7 +207,8 @@ def verify_model(
             model=name, device=str(device), dtype=dtype_name(dtype),
             kernels={k.name: str(k.path) for k in kernels},
             outputs=compare(ref, out, dtype, factor), calls=patch.counts(),
-            notes=list(dict.fromkeys(patch.notes)), mode=mode or default_mode(device),
+            notes=list(dict.fromkeys(patch.notes)),
+            mode=mode or (default_mode(device) if with_compile else "eager"),
         )  # fmt: skip
         result.errors = _never_called(patch)
     finally:

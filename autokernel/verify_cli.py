@@ -65,7 +65,9 @@ def verify_command(
         typer.echo(f"error: cannot load models: {exc}", err=True)
         raise typer.Exit(2) from None
     try:
-        user_mode = parse_mode(mode, device)
+        # --no-compile alone means an eager baseline; with an explicit --mode compile it is a
+        # contradiction, reported below.
+        user_mode = parse_mode(mode, device) if mode or compile_baseline else "eager"
         if rounds < 1:
             raise VerifyError(f"--rounds {rounds}: give at least 1")
         if user_mode == "compile" and not compile_baseline:

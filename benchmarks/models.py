@@ -68,7 +68,7 @@ TINY_WIDTHS = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers":
                "n_positions": 64}  # fmt: skip
 TINY_BATCH, TINY_SEQ = 2, 16
 GPU_ROUNDS = 3  # interleaved rounds per mode: 3 keeps four models within the budget
-MODEL_RESERVE_S = 45  # do not start a model with less budget left (two compiles, H200)
+MODEL_RESERVE_S = 50  # do not start a model with less budget left (two compiles, H200)
 
 
 class BenchError(Exception):
@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile modes")
     ap.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None)
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds (0: 3 GPU, 1 CPU)")
-    ap.add_argument("--budget-s", type=float, default=230.0)
+    ap.add_argument("--budget-s", type=float, default=220.0)
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--prefix", default="h200")

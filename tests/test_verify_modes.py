@@ -102,6 +102,6 @@ def test_verify_times_the_four_modes_and_names_the_best(tmp_path):
     assert result.modes["patched"]["kernels"] == ["rmsnorm"]
     assert result.modes["compile"]["kernels"] == []
     assert result.best_mode == min(result.modes, key=lambda m: result.modes[m]["ms"])
-    assert result.graph_breaks["compile+patched"] == 0 == result.graph_breaks["compile"]
+    assert result.graph_breaks == {"compile+patched": 0}
     assert any(n.startswith("cuda-graphs: could not run: CudaGraphError") for n in result.notes)
     assert result.compile_ms == result.modes["compile"]["ms"]
