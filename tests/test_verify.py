@@ -441,8 +441,9 @@ def test_command_exit_codes_and_json(tmp_path):
 
     data = json.loads(out.read_text())
     assert data["ok"] is False and data["calls"]["rmsnorm"]["kernel"] > 0
-    # the wrong kernel is not timed: no patched figure, and the note says why
-    assert data["eager_ms"] > 0 and data["patched_ms"] is None
+    # the wrong kernel is not timed: patched runs without kernels, and the note says why
+    assert data["eager_ms"] > 0 and data["patched_ms"] == data["eager_ms"]
+    assert data["modes"]["patched"]["kernels"] == []
     assert any("rmsnorm: left out of the timing" in n for n in data["notes"])
     res = runner.invoke(app, ["verify", str(LLAMA_EXAMPLE), "-w", str(tmp_path / "none")])
     assert res.exit_code == 2 and "no kernels in" in res.output

@@ -105,3 +105,16 @@ def test_verify_times_the_four_modes_and_names_the_best(tmp_path):
     assert result.graph_breaks == {"compile+patched": 0}
     assert any(n.startswith("cuda-graphs: could not run: CudaGraphError") for n in result.notes)
     assert result.compile_ms == result.modes["compile"]["ms"]
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_selection_runs_and_cuda_graphs_are_timed(tmp_path):
+    kernels, _, _ = collect_kernels(workspace_with(tmp_path, starters("rmsnorm", "softmax")))
+    model = Tiny(layers=1).eval().cuda()
+    inputs = [x.cuda() for x in tiny_inputs()]
+    result = verify_model(model, inputs, kernels, mode="eager", with_compile=False,
+                          cuda_graphs=True, rounds=3)  # fmt: skip
+    assert result.selection is not None and result.selection["mode"] == "eager"
+    assert {"eager", "patched", "cuda-graphs"} <= set(result.modes)
+    assert result.modes["patched"]["kernels"] == result.kept["eager"]
+    assert result.best_mode in result.modes
