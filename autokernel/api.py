@@ -91,9 +91,16 @@ def use_kernels(
                 model.forward = before
 
 
-def patch_model(model: nn.Module, workspace: str | Path | Patch, policy: Policy = "dtype") -> Patch:
+def patch_model(
+    model: nn.Module,
+    workspace: str | Path | Patch,
+    policy: Policy = "dtype",
+    mode: str | None = None,
+) -> Patch:
     """Patch the model for good (functions swapped only while its forward runs); the returned
-    Patch has the counters, and `remove()` undoes it."""
-    patch = workspace if isinstance(workspace, Patch) else load_kernels(workspace, policy)
+    Patch has the counters, and `remove()` undoes it. `mode` as in load_kernels."""
+    patch = (
+        workspace if isinstance(workspace, Patch) else load_kernels(workspace, policy, mode=mode)
+    )
     patch.install(model)
     return patch
