@@ -246,7 +246,7 @@ def status(
 # lists them in the order a user meets them.
 from autokernel.profile_view import profile_command  # noqa: E402
 from autokernel.report import report_command  # noqa: E402
-from autokernel.verify import verify_command  # noqa: E402
+from autokernel.verify_cli import verify_command  # noqa: E402
 
 app.command("profile")(profile_command)
 app.command("verify")(verify_command)

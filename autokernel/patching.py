@@ -48,6 +48,10 @@ class Patch:
         self.notes: list[str] = []
         self._installed: list[Callable[[], None]] = []
         self._active = False
+        # One wrapper object per swapped function for the Patch's life: torch.compile guards on
+        # the identity of the globals it traced, so a fresh wrapper per forward would recompile.
+        self._wrappers: dict[tuple[str, int], Callable] = {}
+        self._rotary: dict[int, tuple[str, Callable]] = {}  # probe verdict, wrapper
 
     def close(self) -> None:
         for slot in self.slots.values():
@@ -172,7 +176,10 @@ class Patch:
                 continue
             for owner, name in places:
                 original = getattr(owner, name)
-                new = WRAPPERS[kind](original, self, kind)
+                wkey = (kind, id(original))
+                if wkey not in self._wrappers:
+                    self._wrappers[wkey] = WRAPPERS[kind](original, self, kind)
+                new = self._wrappers[wkey]
                 swap(owner, name, new)
                 for d in module_dicts:
                     for key, value in list(d.items()):
@@ -183,11 +190,13 @@ class Patch:
                 for key in ROTARY_NAMES:
                     fn = d.get(key)
                     if isinstance(fn, types.FunctionType):
-                        why = _probe_rotary(fn)
+                        if id(fn) not in self._rotary:
+                            self._rotary[id(fn)] = (_probe_rotary(fn), rotary_wrapper(fn, self))
+                        why, wrapper = self._rotary[id(fn)]
                         if why:
                             self.notes.append(f"{key}: left alone: {why}")
                         else:
-                            swap(d, key, rotary_wrapper(fn, self))
+                            swap(d, key, wrapper)
         self._active = True
         try:
             yield

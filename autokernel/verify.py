@@ -6,34 +6,36 @@ and patched on the same inputs; each output is compared relative to its scale,
 max|patched - eager| / max(1, max|eager|), against the dtype's harness tolerance times
 ACCUMULATION_FACTOR. A replacement whose kernel never ran is an error, with the reason its calls
 fell back or that nothing in the model matched it. On a GPU a target whose best measured slower
-than eager stays with PyTorch (--keep-slower overrides). Timing: eager, patched and
-torch.compile(eager) through the harness's one timing path, next to the Amdahl prediction from
-the per-kernel speedups in the run's state file.
+than eager stays with PyTorch (--keep-slower overrides). Which kernels stay is then decided on
+the whole forward in the user's mode, every mode is timed and the prediction checked
+(autokernel.verify_timing, autokernel.prediction); the decision goes to optimized/modes.json.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import torch
-import typer
-from rich.console import Console
-from rich.table import Table
 from torch import nn
 
-from autokernel.harness.timing import clock_name, measure
+from autokernel import mode_record, prediction
+from autokernel.ablation import ROUNDS
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
+from autokernel.mode import Mode, default_mode
+from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.patching import Patch
-from autokernel.render import output_console
-from autokernel.specs import TOLERANCES, dtype_name
+from autokernel.prediction import amdahl
+from autokernel.specs import dtype_name
+from autokernel.verify_modes import BASE, PATCHED_MODE, best_mode
+from autokernel.verify_timing import Timed, time_model
 
-# Each patched op may differ from eager by up to its harness tolerance, and independent rounding
-# differences grow slowly through residual layers; 5x leaves room for that in a small model
-# while a wrong kernel (errors of the order of the output's scale) fails by orders of magnitude.
-ACCUMULATION_FACTOR = 5.0
+__all__ = [
+    "ACCUMULATION_FACTOR", "OutputCheck", "VerifyError", "VerifyResult", "amdahl",
+    "collect_kernels", "compare", "verify_model",
+]  # fmt: skip
+
 VERIFY_DIR = Path(".autokernel") / "verify"  # best-commit kernels written here to load by path
 KERNEL = "kernel.py"
 
@@ -55,18 +57,6 @@ class VerifyError(Exception):
 
 
 @dataclass
-class OutputCheck:
-    name: str
-    dtype: str
-    error: float  # max|diff| / max(1, max|ref|); inf for a shape, dtype or NaN mismatch
-    tolerance: float
-
-    @property
-    def ok(self) -> bool:
-        return self.error <= self.tolerance
-
-
-@dataclass
 class VerifyResult:
     model: str
     device: str
@@ -77,10 +67,18 @@ class VerifyResult:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     clock: str = ""
+    mode: str = "eager"  # the user's mode: the kernel selection ran in it
     eager_ms: float | None = None
     patched_ms: float | None = None
     compile_ms: float | None = None
+    modes: dict[str, dict] = field(default_factory=dict)  # mode -> ModeTiming as a dict
+    best_mode: str | None = None
+    kept: dict[str, list[str]] = field(default_factory=dict)  # eager/compile -> targets that help
+    selection: dict | None = None  # the ablation (autokernel.ablation.Ablation.to_json)
+    graph_breaks: dict[str, Any] = field(default_factory=dict)
     predicted_speedup: float | None = None  # Amdahl, from the per-kernel speedups
+    expected: dict[str, float] = field(default_factory=dict)  # per target, by kernel figures
+    predictions: list[dict] = field(default_factory=list)  # prediction.Prediction.to_json
 
     @property
     def outputs_match(self) -> bool:
@@ -94,6 +92,10 @@ class VerifyResult:
         if baseline_ms and self.patched_ms:
             return baseline_ms / self.patched_ms
         return None
+
+    def ms(self, mode: str) -> float | None:
+        entry = self.modes.get(mode)
+        return entry["ms"] if entry else None
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -167,63 +169,6 @@ def _from_commit(workspace: Path, sha: str, name: str) -> Path:
     return path
 
 
-def amdahl(workspace: Path, used: set[str]) -> float | None:
-    """1 / (sum(share_i / s_i) + rest) over the targets whose kernel ran, with the plan's shares;
-    s_i is the model's profiled time for the target over its best kernel's time at that shape
-    (TargetState.model_gain), else the best speedup vs eager. None without any speedup."""
-    import orchestrate
-    from autokernel import stats
-
-    try:
-        state = orchestrate.load(workspace)
-    except ValueError:
-        return None
-    if state is None:
-        return None
-    parts = [(ts.target.share, ts.model_gain()) for ts in state.targets if ts.name in used]
-    parts = [(share, x) for share, x in parts if x]
-    total = sum(share for share, _ in parts)
-    if not parts or total <= 0:
-        return None
-    norm = max(1.0, total)  # shares over 1 (overlapping plan entries): scale them down
-    return stats.amdahl((share / norm, s) for share, s in parts)
-
-
-def _tensors(obj: Any, name: str = "output") -> list[tuple[str, torch.Tensor]]:
-    if isinstance(obj, torch.Tensor):
-        return [(name, obj)]
-    if isinstance(obj, dict):
-        return [t for k, v in obj.items() for t in _tensors(v, f"{name}.{k}")]
-    if isinstance(obj, (list, tuple)):
-        return [t for i, v in enumerate(obj) for t in _tensors(v, f"{name}[{i}]")]
-    return []
-
-
-def compare(ref: Any, out: Any, model_dtype: torch.dtype, factor: float) -> list[OutputCheck]:
-    """Every tensor in the outputs, error relative to the eager output's scale."""
-    refs, outs = _tensors(ref), _tensors(out)
-    if len(refs) != len(outs):
-        return [OutputCheck("output structure", "-", float("inf"), 0.0)]
-    checks = []
-    for (name, r), (_, o) in zip(refs, outs, strict=True):
-        loosest = max(TOLERANCES.get(d, (0.0,))[0] for d in (r.dtype, model_dtype))  # atol
-        tol = loosest * factor if r.is_floating_point() else 0.0
-        if r.shape != o.shape or r.dtype != o.dtype:
-            err = float("inf")
-        elif not r.is_floating_point():
-            err = 0.0 if torch.equal(r, o) else float("inf")
-        elif r.numel() == 0:
-            err = 0.0
-        else:
-            r64, o64 = r.double(), o.double()
-            same_nan = torch.equal(r64.isnan(), o64.isnan())
-            diff = (r64 - o64).nan_to_num(0.0).abs().max().item()
-            scale = max(1.0, r64.nan_to_num(0.0).abs().max().item())
-            err = diff / scale if same_nan else float("inf")
-        checks.append(OutputCheck(name, dtype_name(r.dtype), err, tol))
-    return checks
-
-
 def verify_model(
     model: nn.Module,
     inputs: list,
@@ -233,9 +178,17 @@ def verify_model(
     policy: Policy = "dtype",
     timing: bool = True,
     with_compile: bool = True,
+    mode: Mode | None = None,
+    select: bool | None = None,
+    cuda_graphs: bool = False,
+    rounds: int = ROUNDS,
     factor: float = ACCUMULATION_FACTOR,
 ) -> VerifyResult:
-    """Eager vs patched on the same inputs, call counts, and (optionally) the timings."""
+    """Eager vs patched on the same inputs, call counts, and (optionally) the kernel selection
+    in `mode` (default: compile on a GPU) and every mode's timing. `select` defaults to on for
+    a CUDA model (see autokernel.verify_timing for why not on the CPU)."""
+    if mode == "compile" and timing and not with_compile:
+        raise VerifyError("mode compile needs the compile modes timed (with_compile=True)")
     params = [p for p in model.parameters() if p.is_floating_point()]
     device = params[0].device if params else torch.device("cpu")
     dtype = params[0].dtype if params else torch.float32
@@ -255,13 +208,58 @@ def verify_model(
             kernels={k.name: str(k.path) for k in kernels},
             outputs=compare(ref, out, dtype, factor), calls=patch.counts(),
             notes=list(dict.fromkeys(patch.notes)),
+            mode=mode or (default_mode(device) if with_compile else "eager"),
         )  # fmt: skip
         result.errors = _never_called(patch)
-        if timing:
-            _time(result, model, inputs, patch, device, with_compile)
     finally:
         patch.close()
+    if timing:
+        candidates = _candidates(model, inputs, ref, kernels, result, dtype, factor, policy)
+        on_gpu = device.type == "cuda"
+        timed = time_model(
+            model, inputs, candidates, mode=result.mode, on_gpu=on_gpu,
+            select=on_gpu if select is None else select, with_compile=with_compile,
+            cuda_graphs=cuda_graphs, rounds=rounds, policy=policy,
+        )  # fmt: skip
+        _fill(result, timed)
     return result
+
+
+def _candidates(
+    model: nn.Module, inputs: list, ref: Any, kernels: list[LoadedKernel],
+    result: VerifyResult, dtype: torch.dtype, factor: float, policy: Policy,
+) -> list[LoadedKernel]:  # fmt: skip
+    """The kernels that ran and keep the outputs right: all that ran when the outputs match,
+    else each checked alone, so one wrong kernel does not keep the others out of the timing."""
+    ran = [k for k in kernels if _ran(result, k)]
+    if result.outputs_match:
+        return ran
+    good = []
+    for k in ran:
+        alone = Patch([k], policy)
+        try:
+            with torch.no_grad(), alone.applied(model):
+                out = model(*inputs)
+        finally:
+            alone.close()
+        if all(c.ok for c in compare(ref, out, dtype, factor)):
+            good.append(k)
+        else:
+            result.notes.append(f"{k.name}: left out of the timing: its outputs differ from eager")
+    return good
+
+
+def _fill(result: VerifyResult, timed: Timed) -> None:
+    result.clock = timed.clock
+    result.modes = timed.modes_json()
+    result.kept = timed.kept
+    result.selection = timed.ablation.to_json() if timed.ablation else None
+    result.graph_breaks = timed.graph_breaks
+    result.notes += timed.notes
+    result.best_mode = best_mode(timed.modes)
+    result.eager_ms, result.patched_ms, result.compile_ms = (
+        result.ms("eager"), result.ms("patched"), result.ms("compile"),
+    )  # fmt: skip
 
 
 def _never_called(patch: Patch) -> list[str]:
@@ -277,31 +275,11 @@ def _never_called(patch: Patch) -> list[str]:
     return errors
 
 
-def _time(
-    result: VerifyResult, model: nn.Module, inputs: list, patch: Patch, device, with_compile: bool
-) -> None:
-    on_gpu = device.type == "cuda"
-    result.clock = clock_name(on_gpu)
-
-    def ms(fn) -> float:
-        with torch.no_grad():
-            return measure(fn, on_gpu).median_us / 1e3
-
-    result.eager_ms = ms(lambda: model(*inputs))
-    with patch.applied(model):
-        result.patched_ms = ms(lambda: model(*inputs))
-    if with_compile:
-        try:
-            compiled = torch.compile(model)
-            result.compile_ms = ms(lambda: compiled(*inputs))
-        except Exception as exc:  # no C compiler, an unsupported op: report, do not fail
-            result.notes.append(f"torch.compile unavailable: {type(exc).__name__}: {exc}")
-
-
 def verify_workspace(
     source: Any, workspace: Path, keep_slower: bool = False, **options: Any
 ) -> VerifyResult:
-    """Load the model (autokernel.model_input) and the workspace's kernels, then verify."""
+    """Load the model (autokernel.model_input) and the workspace's kernels, verify, check the
+    prediction and, where the kernel selection ran, record it in optimized/modes.json."""
     from autokernel.model_input import ModelInputError, load_model
 
     # A workspace with nothing to verify fails now, not after a large model has loaded (which
@@ -315,95 +293,66 @@ def verify_workspace(
     kernels, origin, notes = collect_kernels(workspace, skip_slower=skip)
     result = verify_model(loaded.model, loaded.inputs, kernels, name=loaded.name, **options)
     result.kernels, result.notes = origin, notes + result.notes
-    result.predicted_speedup = amdahl(workspace, {k.name for k in kernels if _ran(result, k)})
+    conclude(result, kernels, workspace)
     return result
+
+
+def conclude(result: VerifyResult, kernels: list[LoadedKernel], workspace: Path) -> None:
+    """The workspace's part of a verify: the prediction checks against the run's state, and
+    the selection recorded in optimized/modes.json."""
+    ran = {k.name for k in kernels if _ran(result, k)}
+    result.predicted_speedup = amdahl(workspace, ran)
+    result.expected = prediction.expected_ratios(workspace, ran)
+    if result.modes:
+        result.predictions = [p.to_json() for p in _predictions(result, workspace)]
+    if result.selection:
+        _record(result, workspace)
+
+
+def _predictions(result: VerifyResult, workspace: Path) -> list[prediction.Prediction]:
+    """The user's mode's patched forward against what was expected of it: from the measured
+    whole-model effects when there are any (this run's, else the record's), and in eager mode
+    also from the kernel speedups, so a kernel-level figure that does not hold is named."""
+    pm = PATCHED_MODE[result.mode]
+    base, measured = result.ms(BASE[pm]), result.ms(pm)
+    if base is None or measured is None:
+        return []
+    kept = result.kept.get(result.mode, [])
+    sel = result.selection
+    try:
+        effects = (
+            {t: e["ratio"] for t, e in sel["effects"].items()}
+            if sel else mode_record.effects(workspace, result.mode)
+        )  # fmt: skip
+    except mode_record.RecordError as exc:
+        result.notes.append(str(exc))
+        effects = {}
+    out = []
+    by_effects = prediction.from_effects(base, effects, kept) if effects else None
+    if by_effects is not None:
+        out.append(prediction.check(pm, prediction.EFFECTS, by_effects, measured,
+                                    result.expected, effects))  # fmt: skip
+    x = amdahl(workspace, set(kept)) if result.mode == "eager" else None
+    if x:
+        out.append(prediction.check(pm, prediction.KERNELS, base / x, measured,
+                                    result.expected, effects))  # fmt: skip
+    return out
+
+
+def _record(result: VerifyResult, workspace: Path) -> None:
+    """optimized/modes.json: the user's mode from the selection, the other from the guard."""
+    assert result.selection is not None
+    for m, kept in result.kept.items():
+        pm = PATCHED_MODE[m]
+        if pm not in result.modes:
+            continue
+        entry = {"kept": kept, "model": result.model, "device": result.device,
+                 "base_ms": result.ms(BASE[pm]), "patched_ms": result.ms(pm)}  # fmt: skip
+        if m == result.mode:
+            entry |= {"dropped": result.selection["dropped"],
+                      "effects": result.selection["effects"]}  # fmt: skip
+        mode_record.write(workspace, m, entry)
 
 
 def _ran(result: VerifyResult, k: LoadedKernel) -> bool:
     return result.calls.get(k.kernel_type, {}).get("by_kernel", {}).get(k.name, 0) > 0
-
-
-def verify_command(
-    model_file: Annotated[
-        Path | None, typer.Argument(help="Model file (KernelBench convention).")
-    ] = None,
-    workspace: Annotated[Path, typer.Option("--workspace", "-w", help="Run directory.")] = Path(),
-    class_name: Annotated[str | None, typer.Option("--class", help="Model class to build.")] = None,
-    input_shape: Annotated[
-        str | None, typer.Option(help="Input shape for --class, e.g. 2x128.")
-    ] = None,
-    hf_config: Annotated[
-        str | None, typer.Option(help="Hugging Face config name or file (no weights).")
-    ] = None,
-    dtype: Annotated[str | None, typer.Option(help="Model dtype (default bf16 on GPU).")] = None,
-    device: Annotated[str | None, typer.Option(help="cuda or cpu (default: cuda if any).")] = None,
-    plan_shapes_only: Annotated[
-        bool, typer.Option(help="Run kernels only at the plan's shapes; PyTorch elsewhere.")
-    ] = False,
-    compile_baseline: Annotated[
-        bool, typer.Option("--compile/--no-compile", help="Also time torch.compile(eager).")
-    ] = True,
-    keep_slower: Annotated[
-        bool,
-        typer.Option(help="On a GPU, also use kernels whose best was slower than eager."),
-    ] = False,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the result here.")] = None,
-) -> None:
-    """Put the optimized kernels into the model: outputs vs eager, call counts, speedup."""
-    try:
-        from autokernel.model_input import ModelInputError, ModelSource, parse_input_shape
-    except ImportError as exc:
-        typer.echo(f"error: cannot load models: {exc}", err=True)
-        raise typer.Exit(2) from None
-    try:
-        shape = parse_input_shape(input_shape) if input_shape else None
-        source = ModelSource(path=model_file, class_name=class_name, input_shape=shape,
-                             hf_config=hf_config, dtype=dtype, device=device)  # fmt: skip
-        policy: Policy = "plan" if plan_shapes_only else "dtype"
-        result = verify_workspace(source, workspace, policy=policy, with_compile=compile_baseline,
-                                  keep_slower=keep_slower)  # fmt: skip
-    except (VerifyError, ModelInputError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
-    render(result, output_console())
-    if json_out:
-        try:
-            json_out.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-        except OSError as exc:
-            typer.echo(f"error: cannot write {json_out}: {exc}", err=True)
-            raise typer.Exit(2) from None
-    raise typer.Exit(0 if result.ok else 1)
-
-
-def render(result: VerifyResult, console: Console) -> None:
-    """The verdict first, then calls per kernel type, outputs, timings and notes."""
-    verdict = "[bold green]PASS[/]" if result.ok else "[bold red]FAIL[/]"
-    console.print(f"{verdict} {result.model} on {result.device}, {result.dtype}")
-    calls = Table("type", "kernel calls", "fallbacks", "sites", "fallback reasons")
-    for kind, c in result.calls.items():
-        why = "; ".join(f"{r} ({n}x)" for r, n in c["fallback_reasons"].items())
-        calls.add_row(kind, str(c["kernel"]), str(c["fallback"]), str(c["sites"]), why)
-    console.print(calls)
-    outs = Table("output", "dtype", "error (rel. to scale)", "tolerance", "")
-    for o in result.outputs:
-        outs.add_row(o.name, o.dtype, f"{o.error:.3g}", f"{o.tolerance:.3g}",
-                     "ok" if o.ok else "[red]MISMATCH[/]")  # fmt: skip
-    console.print(outs)
-    if result.eager_ms is not None:
-        console.print(f"time ({result.clock}):")
-        for label, t in (("eager", result.eager_ms), ("patched", result.patched_ms),
-                         ("torch.compile", result.compile_ms)):  # fmt: skip
-            if t is not None:
-                console.print(f"  {label:<14} {t:10.3f} ms")
-        for label, base in (("eager", result.eager_ms), ("torch.compile", result.compile_ms)):
-            x = result.speedup(base)
-            if x is not None:
-                console.print(f"  speedup vs {label}: {x:.2f}x")
-    if result.predicted_speedup is not None:
-        console.print(
-            f"  Amdahl prediction from the kernels' speedups: {result.predicted_speedup:.2f}x"
-        )
-    for e in result.errors:
-        console.print(f"[red]error:[/] {e}", markup=True, highlight=False)
-    for n in result.notes:
-        console.print(f"note: {n}", markup=False, highlight=False)

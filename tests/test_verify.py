@@ -24,16 +24,11 @@ import reference
 from autokernel import api, kernel_ops
 from autokernel.kernel_ops import load_kernel
 from autokernel.patching import Patch
+from autokernel.prediction import amdahl
 from autokernel.specs import SPECS
 from autokernel.targets import Target
-from autokernel.verify import (
-    VerifyError,
-    amdahl,
-    collect_kernels,
-    verify_command,
-    verify_model,
-    verify_workspace,
-)
+from autokernel.verify import VerifyError, collect_kernels, verify_model, verify_workspace
+from autokernel.verify_cli import verify_command
 
 ROOT = Path(__file__).parents[1]
 KERNELS = ROOT / "kernels"
@@ -446,6 +441,9 @@ def test_command_exit_codes_and_json(tmp_path):
 
     data = json.loads(out.read_text())
     assert data["ok"] is False and data["calls"]["rmsnorm"]["kernel"] > 0
-    assert data["eager_ms"] > 0 and data["patched_ms"] > 0
+    # the wrong kernel is not timed: patched runs without kernels, and the note says why
+    assert data["eager_ms"] > 0 and data["patched_ms"] == data["eager_ms"]
+    assert data["modes"]["patched"]["kernels"] == []
+    assert any("rmsnorm: left out of the timing" in n for n in data["notes"])
     res = runner.invoke(app, ["verify", str(LLAMA_EXAMPLE), "-w", str(tmp_path / "none")])
     assert res.exit_code == 2 and "no kernels in" in res.output
