@@ -24,6 +24,7 @@ from autokernel import mode_record, prediction
 from autokernel.ablation import ROUNDS
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.mode import Mode, default_mode
+from autokernel.model_input import place_inputs, run_placement
 from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
@@ -189,9 +190,8 @@ def verify_model(
     a CUDA model (see autokernel.verify_timing for why not on the CPU)."""
     if mode == "compile" and timing and not with_compile:
         raise VerifyError("mode compile needs the compile modes timed (with_compile=True)")
-    params = [p for p in model.parameters() if p.is_floating_point()]
-    device = params[0].device if params else torch.device("cpu")
-    dtype = params[0].dtype if params else torch.float32
+    device, dtype = run_placement(model, inputs)
+    inputs = place_inputs(inputs, device)
     patch = Patch(kernels, policy)
     try:
         with torch.no_grad():
