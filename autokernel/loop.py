@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autokernel import briefing, recovery
+from autokernel import baseline_step, briefing, recovery
 from autokernel.agents.base import Agent, AgentError, AgentStopped, InvalidReply
 from autokernel.agents.tuner import out_of_resources, read_config
 from autokernel.harness import sandbox
@@ -25,6 +25,7 @@ from autokernel.keep_rule import Decision, Remeasure, decide, remeasured, score
 from autokernel.recovery import RunError, check_branch
 from autokernel.results import ResultsLog
 from autokernel.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
+from autokernel.run_lock import RunLock
 from autokernel.workspace import Workspace, WorkspaceError
 from orchestrate import (
     Rules,
@@ -83,6 +84,7 @@ class Loop:
         self.stop_requested = False
         self.done_here = 0
         self.starter_failures: list[str] = []  # "target: verdict" of starters that did not pass
+        self.lock: RunLock | None = None  # the workspace's, held by the session while it runs
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -93,14 +95,14 @@ class Loop:
             reason = self.stop_reason()
             if reason:
                 break
-            ts = self._active()
+            ts = self.active()
             if ts is None:
                 reason = "every target is finished"
                 break
             if ts.baseline is None and ts.best is None:
-                self._start_target(ts)
+                baseline_step.start_target(self, ts)
             elif ts.rebase:
-                self._rebase_target(ts)
+                baseline_step.rebase_target(self, ts)
             else:
                 self._experiment(ts)
         self.state.ended = reason
@@ -108,24 +110,8 @@ class Loop:
         return reason
 
     def begin(self) -> None:
-        """A new run's first step: the branch is created by committing the first target's
-        starter, recorded as in flight first so that even this step survives a kill."""
-        ts = self._active()
-        if ts is None:
-            return
-        n = self.state.next_experiment
-        hypothesis = f"baseline: the shipped kernels/{ts.target.kernel_type}.py"
-        self.state.in_flight = {
-            "experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": "starter",
-            "tokens": 0, "commit": None, "baseline": True,
-        }  # fmt: skip
-        self.save()
-        source = briefing.starter_source(ts.target.kernel_type)
-        sha = self.ws.start(self.state.tag, source, f"exp {n} [{ts.name}]: {hypothesis}")
-        self.state.in_flight["commit"] = self.state.head = sha
-        self.save()
-        self.reporter.event(f"branch {self.ws.branch} created; exp {n} [{ts.name}] {sha[:8]}")
-        self.evaluate_in_flight()
+        """A new run's first step: the branch, created by the first target's starter."""
+        baseline_step.begin(self)
 
     def stop_reason(self) -> str | None:
         s = self.state
@@ -140,7 +126,7 @@ class Loop:
             return f"reached --max-experiments {n}"
         return None
 
-    def _active(self) -> TargetState | None:
+    def active(self) -> TargetState | None:
         ts = self.state.active()
         if ts is not None and ts.status != "done":
             return ts
@@ -160,29 +146,6 @@ class Loop:
             self.reporter.event(f"target {ts.name}: {ts.target.kernel_type}, "
                                 f"{ts.target.share:.0%} of the model's time")  # fmt: skip
         return ts
-
-    def _start_target(self, ts: TargetState) -> None:
-        """Experiment N of a new target: the shipped starter, committed and measured as is."""
-        source = briefing.starter_source(ts.target.kernel_type)
-        hypothesis = f"baseline: the shipped kernels/{ts.target.kernel_type}.py"
-        self._commit(ts, source, hypothesis, agent="starter", tokens=0, baseline=True)
-        self.evaluate_in_flight()
-
-    def _rebase_target(self, ts: TargetState) -> None:
-        """A revisit's first step: the target's best kernel back in kernel.py, re-measured, so
-        that keep and revert compare against a fresh figure and never rewind other targets."""
-        if ts.best_commit is None:
-            ts.rebase = False
-            self._start_target(ts)
-            return
-        source = self.ws.show(ts.best_commit)
-        if source == self.ws.kernel_path.read_text():  # nothing happened in between: go on
-            ts.best_commit, ts.rebase = self.ws.head(), False
-            self.save()
-            return
-        hypothesis = f"round {ts.rounds}: the best {ts.name} kernel so far, re-measured"
-        self._commit(ts, source, hypothesis, "best", 0, baseline=True)
-        self.evaluate_in_flight()
 
     def _experiment(self, ts: TargetState) -> None:
         best_source = (
@@ -210,7 +173,7 @@ class Loop:
             self.finish(ts, f"{self.agent.name} has nothing left to try", final=True)
             return
         self.state.tokens += proposal.tokens
-        self._commit(ts, proposal.source, proposal.hypothesis, self.agent.name, proposal.tokens)
+        self.commit(ts, proposal.source, proposal.hypothesis, self.agent.name, proposal.tokens)
         self.evaluate_in_flight()
 
     def _invalid(self, ts: TargetState, why: str, tokens: int) -> None:
@@ -232,7 +195,7 @@ class Loop:
 
     # ---- one experiment, crash-safe ---------------------------------------------------------
 
-    def _commit(
+    def commit(
         self, ts: TargetState, source: str, hypothesis: str, agent: str, tokens: int,
         baseline: bool = False,
     ) -> None:  # fmt: skip
