@@ -9,18 +9,15 @@ repair said, or the run stops with a message that says what to do.
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from autokernel.harness.verdict import Verdict
+from autokernel.targets import TARGET_NAME
 from autokernel.workspace import BRANCH_PREFIX, Workspace
 from orchestrate import State
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop
-
-# Also the rule of targets.py: a target's name becomes optimized/<name>.py.
-_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
 class RunError(Exception):
@@ -52,7 +49,7 @@ def cross_check(loop: Loop) -> None:
     """Repair what can be repaired from the files (and say so); raise RunError otherwise."""
     s, ws = loop.state, loop.ws
     for ts in s.targets:
-        if not _FILE_NAME.fullmatch(ts.name):
+        if not TARGET_NAME.fullmatch(ts.name):
             raise RunError(
                 f"target name {ts.name!r} in the state cannot name optimized/<name>.py; fix the "
                 "name in plan.yaml and start a new run"
