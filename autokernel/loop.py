@@ -166,7 +166,7 @@ class Loop:
         except InvalidReply as exc:
             self._invalid(ts, str(exc), exc.tokens)
             return
-        except PARSE_ERRORS as exc:  # a kernel too deep for Python's parser: the reply's fault
+        except (RecursionError, MemoryError) as exc:  # a kernel too deep for Python's parser
             self._invalid(ts, f"the kernel could not be parsed ({type(exc).__name__})", 0)
             return
         if proposal is None:
@@ -234,6 +234,7 @@ class Loop:
         """Decide, record the row (unless it was recorded before a crash), apply, move on."""
         f = self.state.in_flight
         assert f is not None
+        check_branch(self.ws, self.state)  # a revert or keep on a deleted branch goes astray
         ts = self.state.target(f["target"])
         cand = score(verdict, ts.target.labels() or None)
         if recorded is not None:

@@ -31,7 +31,7 @@ def check_branch(ws: Workspace, state: State) -> None:
     name = BRANCH_PREFIX + state.tag
     if ws.branch_head(state.tag) is None:
         restore = (
-            f" Its last commit was {state.head[:12]}: `git checkout -B {name} {state.head[:12]}` "
+            f" Its last commit was {state.head[:12]}: `git branch {name} {state.head[:12]}` "
             "restores it, then `autokernel run --resume`."
             if state.head
             else " Start a new run."
