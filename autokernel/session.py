@@ -158,7 +158,8 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
             tag = req.tag or time.strftime("%Y%m%d-%H%M%S")
             state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens)
             state.agent_args = args
-            last = results.last_experiment()
+            # numbers already used, also by an earlier run's attempt refs, are never reused
+            last = max(results.experiments() | set(ws.attempts()), default=None)
             state.next_experiment = 0 if last is None else last + 1
             ws.check_can_start(tag)
         else:

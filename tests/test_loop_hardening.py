@@ -245,6 +245,26 @@ def test_head_left_on_a_reverted_commit_is_moved_back(tmp_path):
     assert any("repaired: HEAD was experiment 1" in e for e in events)
 
 
+def test_a_damaged_verdict_is_evaluated_again_without_a_second_row(tmp_path):
+    harness = FakeHarness()
+    loop, _ = make_loop(tmp_path, harness)
+    original = loop.results.append
+
+    def append_then_die(row):
+        original(row)
+        raise KeyboardInterrupt  # the row is recorded, the state not yet moved on
+
+    loop.results.append = append_then_die
+    with pytest.raises(KeyboardInterrupt):
+        loop.run()
+    n = load(tmp_path).in_flight["experiment"]
+    (tmp_path / ".autokernel" / "verdicts" / f"{n}.json").write_text('{"status": ')  # torn
+    reopen(tmp_path, harness, max_experiments=2).run()
+    numbers = [int(r["experiment"]) for r in rows(tmp_path)]
+    assert numbers == list(range(len(numbers))) and len(numbers) == 3
+    assert load(tmp_path).in_flight is None
+
+
 def test_an_in_flight_record_older_than_the_rows_stops_the_run(tmp_path):
     harness = FakeHarness()
     loop, _ = make_loop(tmp_path, harness, max_experiments=3)
