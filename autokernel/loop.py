@@ -216,7 +216,8 @@ class Loop:
         self.save()
         self.reporter.event(f"exp {n} [{ts.name}] {sha[:8]}: {hypothesis}")
 
-    def evaluate_in_flight(self) -> None:
+    def evaluate_in_flight(self, recorded: dict[str, str] | None = None) -> None:
+        """Evaluate the committed experiment; `recorded`: its row is already in results.tsv."""
         f = self.state.in_flight
         assert f is not None and f["commit"]
         ts = self.state.target(f["target"])
@@ -228,7 +229,7 @@ class Loop:
             verdict = unparsable(exc)
         self.verdict_path(f["experiment"]).parent.mkdir(parents=True, exist_ok=True)
         verdict.write(self.verdict_path(f["experiment"]))
-        self.conclude(verdict)
+        self.conclude(verdict, recorded)
 
     def conclude(self, verdict: Verdict, recorded: dict[str, str] | None = None) -> None:
         """Decide, record the row (unless it was recorded before a crash), apply, move on."""

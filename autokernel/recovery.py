@@ -136,10 +136,10 @@ def recover(loop: Loop) -> None:
         return
     ws.discard_kernel_changes()
     recorded = {int(r["experiment"]): r for r in loop.results.read()}.get(f["experiment"])
-    path = loop.verdict_path(f["experiment"])
-    if recorded is not None and path.exists() and f["commit"]:
+    verdict = _saved_verdict(loop, f["experiment"])
+    if recorded is not None and verdict is not None and f["commit"]:
         loop.reporter.event(f"exp {f['experiment']}: applying the recorded verdict")
-        loop.conclude(Verdict.read(path), recorded)
+        loop.conclude(verdict, recorded)
         return
     head = ws.head()
     expected = f"exp {f['experiment']} [{f['target']}]:"
@@ -147,7 +147,18 @@ def recover(loop: Loop) -> None:
         f["commit"] = head  # killed between the commit and the state write
     if f["commit"] is None or head != f["commit"]:
         s.in_flight = None  # killed before anything was committed: propose again
+        if recorded is not None:  # ...but its number is taken
+            s.next_experiment = max(s.next_experiment, f["experiment"] + 1)
         loop.save()
         return
     loop.reporter.event(f"exp {f['experiment']} was interrupted: evaluating it again")
-    loop.evaluate_in_flight()
+    loop.evaluate_in_flight(recorded)
+
+
+def _saved_verdict(loop: Loop, n: int) -> Verdict | None:
+    """Experiment n's saved verdict; None when missing or unreadable (torn by a crash, edited),
+    so that the experiment is evaluated again rather than every resume failing on it."""
+    try:
+        return Verdict.read(loop.verdict_path(n))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
