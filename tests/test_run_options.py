@@ -71,6 +71,22 @@ def test_bad_bench_options_are_refused_before_evaluating(tmp_path, args, message
     assert "evaluating" not in result.output
 
 
+def test_a_second_run_on_a_workspace_exits_2_naming_the_holder(tmp_path):
+    import os
+
+    from autokernel.run_lock import RunLock
+
+    lock = RunLock(tmp_path).acquire()
+    try:
+        result = invoke("run", "--kernel", "softmax", "--workspace", str(tmp_path))
+    finally:
+        lock.release()
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert f"another autokernel run (pid {os.getpid()}) is using {tmp_path}" in text
+    assert not (tmp_path / ".git").exists()  # refused before touching anything
+
+
 def test_a_failed_starter_exits_non_zero_with_the_verdict(tmp_path, monkeypatch):
     """The CLI's side of the session's Outcome: the error on stderr, its exit code."""
     import autokernel.session as session
