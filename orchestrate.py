@@ -78,6 +78,13 @@ class TargetState:
     rounds: int = 1  # visits: a target moved on from for reverts or time comes back in round 2...
     round_seconds: float = 0.0  # time in the current visit (the 2 h rule counts per visit)
     rebase: bool = False  # a revisit starts by committing and re-measuring its best kernel
+    round_evaluated: int = 0  # the agent's proposals evaluated in the current visit
+    round_invalid: int = 0  # the agent's replies in the current visit that held no kernel
+
+    def idle_round(self) -> bool:
+        """The agent was asked in this visit and nothing it sent could be evaluated: another
+        round would only ask it again (an agent that never replies usefully must not spin)."""
+        return self.round_invalid > 0 and self.round_evaluated == 0
 
     @property
     def name(self) -> str:
@@ -251,11 +258,15 @@ def move_on_reason(ts: TargetState, rules: Rules) -> tuple[str, bool] | None:
 
 def reopen(state: State) -> list[TargetState]:
     """Every target has been visited: bring back those not finished for good, for another
-    round from their best kernel (the tuner remembers what it tried, so it goes further)."""
-    back = [ts for ts in state.targets if ts.status == "done" and not ts.final]
+    round from their best kernel (the tuner remembers what it tried, so it goes further).
+    A visit in which the agent sent nothing usable is not repeated."""
+    back = [
+        ts for ts in state.targets if ts.status == "done" and not ts.final and not ts.idle_round()
+    ]
     for ts in back:
         ts.status, ts.rebase = "pending", True
         ts.consecutive_reverts, ts.round_seconds = 0, 0.0
+        ts.round_evaluated = ts.round_invalid = 0
         ts.rounds += 1
     return back
 

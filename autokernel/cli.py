@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from autokernel import option_checks
 from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
 from autokernel.harness.verdict import Status
 from autokernel.render import output_console
@@ -66,6 +67,9 @@ def bench(
     then time it against eager PyTorch and torch.compile. Runs in a sandboxed subprocess; on a
     machine without CUDA it uses the Triton interpreter at small sizes. Exit code 0 only on PASS.
     """
+    problem = option_checks.bench_error(timeout, json_out)
+    if problem:
+        raise fail(problem)
     if kernel is not None:
         if kernel not in SPECS:
             raise fail(f"unknown kernel type {kernel!r}; choose one of: {', '.join(SPECS)}")
@@ -99,7 +103,10 @@ def bench(
 
     console.print(verdict_view(verdict))
     if json_out:
-        json_out.write_text(json.dumps(verdict.to_json(), indent=2))
+        try:
+            json_out.write_text(json.dumps(verdict.to_json(), indent=2))
+        except OSError as exc:
+            raise fail(f"cannot write the verdict to {json_out}: {exc}") from None
         console.print(f"verdict written to {json_out}", style="dim")
     raise typer.Exit(0 if verdict.status is Status.PASS else 1)
 
@@ -211,8 +218,9 @@ def run(
         quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
         compile_baseline=compile_baseline, mode=mode,
     )  # fmt: skip
-    if hours is not None and hours <= 0:
-        raise fail("--hours must be positive")
+    problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan)
+    if problem:
+        raise fail(problem)
     try:
         loop, view = prepare(req)
         outcome = execute(loop, view, resume)
@@ -220,6 +228,8 @@ def run(
         raise fail(str(exc)) from None
     for line in summary(outcome, req.workspace):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+    if outcome.error:
+        raise fail(outcome.error, outcome.code)
     raise typer.Exit(outcome.code)
 
 
@@ -232,6 +242,9 @@ def status(
     """Where the workspace's run stands: per target, experiments, best speed, why it moved on."""
     import orchestrate
 
+    problem = option_checks.status_error(workspace)
+    if problem:
+        raise fail(problem)
     try:
         state = orchestrate.load(workspace)
     except ValueError as exc:

@@ -15,14 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autokernel import briefing
+from autokernel import baseline_step, briefing, recovery
 from autokernel.agents.base import Agent, AgentError, AgentStopped, InvalidReply
 from autokernel.agents.tuner import out_of_resources, read_config
 from autokernel.harness import sandbox
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
 from autokernel.keep_rule import Decision, Remeasure, decide, remeasured, score
+from autokernel.recovery import RunError, check_branch
 from autokernel.results import ResultsLog
+from autokernel.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
+from autokernel.run_lock import RunLock
 from autokernel.workspace import Workspace, WorkspaceError
 from orchestrate import (
     Rules,
@@ -36,11 +39,6 @@ from orchestrate import (
 )
 
 VERDICTS = Path(".autokernel") / "verdicts"
-
-
-class RunError(Exception):
-    """The run cannot go on (disk full, the branch changed under us): state is saved, and the
-    message says what to do before `--resume`."""
 
 
 @dataclass
@@ -85,6 +83,8 @@ class Loop:
         self._mark = clock()
         self.stop_requested = False
         self.done_here = 0
+        self.starter_failures: list[str] = []  # "target: verdict" of starters that did not pass
+        self.lock: RunLock | None = None  # the workspace's, held by the session while it runs
 
     # ---- the loop ---------------------------------------------------------------------------
 
@@ -95,39 +95,23 @@ class Loop:
             reason = self.stop_reason()
             if reason:
                 break
-            ts = self._active()
+            ts = self.active()
             if ts is None:
                 reason = "every target is finished"
                 break
             if ts.baseline is None and ts.best is None:
-                self._start_target(ts)
+                baseline_step.start_target(self, ts)
             elif ts.rebase:
-                self._rebase_target(ts)
+                baseline_step.rebase_target(self, ts)
             else:
                 self._experiment(ts)
         self.state.ended = reason
-        self._save()
+        self.save()
         return reason
 
     def begin(self) -> None:
-        """A new run's first step: the branch is created by committing the first target's
-        starter, recorded as in flight first so that even this step survives a kill."""
-        ts = self._active()
-        if ts is None:
-            return
-        n = self.state.next_experiment
-        hypothesis = f"baseline: the shipped kernels/{ts.target.kernel_type}.py"
-        self.state.in_flight = {
-            "experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": "starter",
-            "tokens": 0, "commit": None, "baseline": True,
-        }  # fmt: skip
-        self._save()
-        source = briefing.starter_source(ts.target.kernel_type)
-        sha = self.ws.start(self.state.tag, source, f"exp {n} [{ts.name}]: {hypothesis}")
-        self.state.in_flight["commit"] = self.state.head = sha
-        self._save()
-        self.reporter.event(f"branch {self.ws.branch} created; exp {n} [{ts.name}] {sha[:8]}")
-        self._evaluate_in_flight()
+        """A new run's first step: the branch, created by the first target's starter."""
+        baseline_step.begin(self)
 
     def stop_reason(self) -> str | None:
         s = self.state
@@ -142,7 +126,7 @@ class Loop:
             return f"reached --max-experiments {n}"
         return None
 
-    def _active(self) -> TargetState | None:
+    def active(self) -> TargetState | None:
         ts = self.state.active()
         if ts is not None and ts.status != "done":
             return ts
@@ -158,33 +142,10 @@ class Loop:
         if ts is not None:
             ts.status = "active"
             self.state.current = ts.name
-            self._save()
+            self.save()
             self.reporter.event(f"target {ts.name}: {ts.target.kernel_type}, "
                                 f"{ts.target.share:.0%} of the model's time")  # fmt: skip
         return ts
-
-    def _start_target(self, ts: TargetState) -> None:
-        """Experiment N of a new target: the shipped starter, committed and measured as is."""
-        source = briefing.starter_source(ts.target.kernel_type)
-        hypothesis = f"baseline: the shipped kernels/{ts.target.kernel_type}.py"
-        self._commit(ts, source, hypothesis, agent="starter", tokens=0, baseline=True)
-        self._evaluate_in_flight()
-
-    def _rebase_target(self, ts: TargetState) -> None:
-        """A revisit's first step: the target's best kernel back in kernel.py, re-measured, so
-        that keep and revert compare against a fresh figure and never rewind other targets."""
-        if ts.best_commit is None:
-            ts.rebase = False
-            self._start_target(ts)
-            return
-        source = self.ws.show(ts.best_commit)
-        if source == self.ws.kernel_path.read_text():  # nothing happened in between: go on
-            ts.best_commit, ts.rebase = self.ws.head(), False
-            self._save()
-            return
-        hypothesis = f"round {ts.rounds}: the best {ts.name} kernel so far, re-measured"
-        self._commit(ts, source, hypothesis, "best", 0, baseline=True)
-        self._evaluate_in_flight()
 
     def _experiment(self, ts: TargetState) -> None:
         best_source = (
@@ -203,23 +164,38 @@ class Loop:
                 self.stop_requested = True
             return
         except InvalidReply as exc:
-            self.state.tokens += exc.tokens
-            ts.consecutive_reverts += 1
-            ts.not_kept += 1
-            self._tick(ts)
-            self.reporter.event(f"{self.agent.name} gave no usable kernel: {exc}")
-            self._after(ts)
+            self._invalid(ts, str(exc), exc.tokens)
+            return
+        except (RecursionError, MemoryError) as exc:  # a kernel too deep for Python's parser
+            self._invalid(ts, f"the kernel could not be parsed ({type(exc).__name__})", 0)
             return
         if proposal is None:
-            self._finish(ts, f"{self.agent.name} has nothing left to try", final=True)
+            self.finish(ts, f"{self.agent.name} has nothing left to try", final=True)
             return
         self.state.tokens += proposal.tokens
-        self._commit(ts, proposal.source, proposal.hypothesis, self.agent.name, proposal.tokens)
-        self._evaluate_in_flight()
+        self.commit(ts, proposal.source, proposal.hypothesis, self.agent.name, proposal.tokens)
+        self.evaluate_in_flight()
+
+    def _invalid(self, ts: TargetState, why: str, tokens: int) -> None:
+        """A reply with no usable kernel: nothing to commit or evaluate, but it is an experiment
+        (a row, a number, --max-experiments), else an agent that never answers usefully spins."""
+        n = self.state.next_experiment
+        self.state.tokens += tokens
+        row = invalid_row(n, ts, self.agent.name, tokens, why)
+        self._append(row)
+        ts.experiments += 1
+        ts.not_kept += 1
+        ts.consecutive_reverts += 1
+        ts.round_invalid += 1
+        self.state.next_experiment = n + 1
+        self.done_here += 1
+        self._tick(ts)
+        self.reporter.experiment(row, f"{self.agent.name} gave no usable kernel: {why}")
+        self._after(ts)
 
     # ---- one experiment, crash-safe ---------------------------------------------------------
 
-    def _commit(
+    def commit(
         self, ts: TargetState, source: str, hypothesis: str, agent: str, tokens: int,
         baseline: bool = False,
     ) -> None:  # fmt: skip
@@ -229,29 +205,37 @@ class Loop:
             "experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": agent,
             "tokens": tokens, "commit": None, "baseline": baseline,
         }  # fmt: skip
-        self._save()
+        self.save()
+        check_branch(self.ws, self.state)
         message = f"exp {n} [{ts.name}]: {hypothesis}"
         if source == self.ws.kernel_path.read_text() and baseline:
             sha = self.ws.head()  # this type's starter is already in place: nothing to commit
         else:
             sha = self.ws.commit_kernel(source, message)
         self.state.in_flight["commit"] = sha
-        self._save()
+        self.save()
         self.reporter.event(f"exp {n} [{ts.name}] {sha[:8]}: {hypothesis}")
 
-    def _evaluate_in_flight(self) -> None:
+    def evaluate_in_flight(self, recorded: dict[str, str] | None = None) -> None:
+        """Evaluate the committed experiment; `recorded`: its row is already in results.tsv."""
         f = self.state.in_flight
         assert f is not None and f["commit"]
         ts = self.state.target(f["target"])
-        verdict = self._evaluate(self.ws.kernel_path, self._options(ts), on_phase=self._phase(f))
-        self._verdict_path(f["experiment"]).parent.mkdir(parents=True, exist_ok=True)
-        verdict.write(self._verdict_path(f["experiment"]))
-        self._conclude(verdict)
+        try:
+            verdict = self._evaluate(
+                self.ws.kernel_path, self._options(ts), on_phase=self._phase(f)
+            )
+        except PARSE_ERRORS as exc:  # the file's content, not the run: a verdict, every resume
+            verdict = unparsable(exc)
+        self.verdict_path(f["experiment"]).parent.mkdir(parents=True, exist_ok=True)
+        verdict.write(self.verdict_path(f["experiment"]))
+        self.conclude(verdict, recorded)
 
-    def _conclude(self, verdict: Verdict, recorded: dict[str, str] | None = None) -> None:
+    def conclude(self, verdict: Verdict, recorded: dict[str, str] | None = None) -> None:
         """Decide, record the row (unless it was recorded before a crash), apply, move on."""
         f = self.state.in_flight
         assert f is not None
+        check_branch(self.ws, self.state)  # a revert or keep on a deleted branch goes astray
         ts = self.state.target(f["target"])
         cand = score(verdict, ts.target.labels() or None)
         if recorded is not None:
@@ -265,15 +249,9 @@ class Loop:
             )
         else:
             decision = decide(verdict, cand, ts.best, lambda: self._remeasure(ts))
-        row = self._row(f, ts, verdict, cand, decision)
+        row = experiment_row(f, ts, verdict, cand, decision)
         if recorded is None:
-            try:
-                self.results.append(row)
-            except OSError as exc:
-                raise RunError(
-                    f"cannot append to {self.results.path}: {exc}. Free space or fix "
-                    "permissions, then `autokernel run --resume` re-evaluates this experiment."
-                ) from exc
+            self._append(row)
         self._apply(ts, f, decision, cand, verdict)
         self.reporter.experiment(row, decision.note)
 
@@ -281,6 +259,7 @@ class Loop:
         self, ts: TargetState, f: dict, decision: Decision, cand: Score | None, verdict: Verdict
     ) -> None:
         ts.experiments += 1
+        ts.round_evaluated += not f["baseline"]
         sha = f["commit"]
         if decision.status == "keep":
             ts.best, ts.best_commit, self.state.head = cand, sha, sha
@@ -299,7 +278,7 @@ class Loop:
             self.state.head = previous or sha
             ts.not_kept += 1
             ts.consecutive_reverts += 1
-            ts.last_failure = _failure_text(verdict) if decision.status != "revert" else None
+            ts.last_failure = failure_text(verdict) if decision.status != "revert" else None
         try:
             config, _ = read_config(self.ws.show(sha))
             if config and config not in ts.tried_configs:
@@ -308,7 +287,7 @@ class Loop:
             too_big = out_of_resources(verdict.message) or bool(verdict.spilled_registers)
             if config and decision.status != "keep" and too_big:
                 ts.oversized_configs.append(config)
-        except (AgentError, SyntaxError, WorkspaceError):
+        except (AgentError, WorkspaceError, *PARSE_ERRORS):
             pass  # an LLM's kernel without a literal CONFIG: nothing for the tuner to remember
         self.state.in_flight = None
         self.state.next_experiment = f["experiment"] + 1
@@ -316,7 +295,9 @@ class Loop:
         self._tick(ts)
         if f["baseline"] and decision.status != "keep":
             what = "its best kernel, re-measured," if ts.rebase else "the shipped starter"
-            self._finish(ts, f"{what} did not pass: {verdict.message}", final=True)
+            if not ts.rebase:
+                self.starter_failures.append(f"{ts.name}: {verdict.message}")
+            self.finish(ts, f"{what} did not pass: {verdict.message}", final=True)
             return
         self._after(ts)
 
@@ -326,16 +307,17 @@ class Loop:
             rules = dataclasses.replace(rules, speedup=float("inf"))
         move_on = move_on_reason(ts, rules)
         if move_on:
-            self._finish(ts, *move_on)
+            self.finish(ts, *move_on)
         else:
-            self._save()
+            self.save()
 
-    def _finish(self, ts: TargetState, reason: str, final: bool = False) -> None:
+    def finish(self, ts: TargetState, reason: str, final: bool = False) -> None:
         """Move on: commit the target's best kernel as optimized/<target>.py."""
         self.state.finishing = ts.name
         ts.reason, ts.final = reason, final
-        self._save()
+        self.save()
         if ts.best_commit and ts.best is not None:
+            check_branch(self.ws, self.state)
             source = self.ws.show(ts.best_commit)
             sp = ts.speedup()
             message = f"optimized [{ts.name}]: best of {ts.experiments} experiments" + (
@@ -346,51 +328,12 @@ class Loop:
         ts.status = "done"
         self.state.current = None
         self.state.finishing = None
-        self._save()
+        self.save()
         self.reporter.event(f"target {ts.name} done: {reason}")
 
-    # ---- resume -----------------------------------------------------------------------------
-
     def recover(self) -> None:
-        """Finish whatever a crash or kill interrupted, from the state file, git and the rows."""
-        s = self.state
-        if s.finishing:
-            ts = s.target(s.finishing)
-            head = self.ws.head()
-            if head != s.head and self.ws.message(head).startswith(f"optimized [{ts.name}]"):
-                ts.optimized_commit = s.head = head
-                ts.status, s.current, s.finishing = "done", None, None
-                self._save()
-            else:
-                self._finish(ts, ts.reason, ts.final)
-        f = s.in_flight
-        if f is None:
-            if s.head and self.ws.head() != s.head:
-                raise RunError(
-                    f"branch {self.ws.branch} is at {self.ws.head()[:12]}, but the run last "
-                    f"recorded {s.head[:12]}: someone committed to it. Move those commits to "
-                    f"another branch (`git reset --soft {s.head[:12]}` keeps their changes) and "
-                    "resume."
-                )
-            self.ws.discard_kernel_changes()
-            return
-        self.ws.discard_kernel_changes()
-        recorded = {int(r["experiment"]): r for r in self.results.read()}.get(f["experiment"])
-        path = self._verdict_path(f["experiment"])
-        if recorded is not None and path.exists() and f["commit"]:
-            self.reporter.event(f"exp {f['experiment']}: applying the recorded verdict")
-            self._conclude(Verdict.read(path), recorded)
-            return
-        head = self.ws.head()
-        expected = f"exp {f['experiment']} [{f['target']}]:"
-        if f["commit"] is None and head != s.head and self.ws.message(head).startswith(expected):
-            f["commit"] = head  # killed between the commit and the state write
-        if f["commit"] is None or head != f["commit"]:
-            s.in_flight = None  # killed before anything was committed: propose again
-            self._save()
-            return
-        self.reporter.event(f"exp {f['experiment']} was interrupted: evaluating it again")
-        self._evaluate_in_flight()
+        """Cross-check the files and finish whatever a crash or kill interrupted."""
+        recovery.recover(self)
 
     # ---- helpers ----------------------------------------------------------------------------
 
@@ -413,26 +356,17 @@ class Loop:
         prefix = f"exp {f['experiment']} [{f['target']}]: evaluating"
         return lambda p: self.reporter.phase(f"{prefix}: {p}")
 
-    def _verdict_path(self, n: int) -> Path:
+    def verdict_path(self, n: int) -> Path:
         return self.ws.root / VERDICTS / f"{n}.json"
 
-    def _row(
-        self, f: dict, ts: TargetState, verdict: Verdict, cand: Score | None, decision: Decision
-    ) -> dict[str, object]:
-        fail = verdict.failure
-        correctness = verdict.status.value + (f"@{fail.stage}" if fail and fail.stage else "")
-        return {
-            "experiment": f["experiment"], "commit": f["commit"][:12], "target": ts.name,
-            "kernel_type": ts.target.kernel_type, "status": decision.status,
-            "correctness": correctness,
-            "latency_us": cand.us if cand else None,
-            "throughput": cand.throughput if cand else None, "unit": cand.unit if cand else None,
-            "pct_peak": cand.pct_peak if cand else None,
-            "speedup_vs_eager": cand.speedup_vs_eager if cand else None,
-            "speedup_vs_compile": cand.speedup_vs_compile if cand else None,
-            "harness_s": verdict.harness_s, "agent": f["agent"], "tokens": f["tokens"],
-            "description": f["hypothesis"],
-        }  # fmt: skip
+    def _append(self, row: dict[str, object]) -> None:
+        try:
+            self.results.append(row)
+        except OSError as exc:
+            raise RunError(
+                f"cannot append to {self.results.path}: {exc}. Free space or fix "
+                "permissions, then `autokernel run --resume` re-evaluates this experiment."
+            ) from exc
 
     def _tick(self, ts: TargetState) -> None:
         now = self._clock()
@@ -441,15 +375,6 @@ class Loop:
         self.state.seconds += now - self._mark
         self._mark = now
 
-    def _save(self) -> None:
+    def save(self) -> None:
         save(self.state, self.ws.root)
         self.reporter.update(self.state)
-
-
-def _failure_text(verdict: Verdict) -> str:
-    parts = [verdict.message]
-    if verdict.failure and verdict.failure.message and verdict.failure.message != verdict.message:
-        parts.append(verdict.failure.message)
-    if verdict.stderr_tail:
-        parts.append("stderr (tail):\n" + verdict.stderr_tail[-3000:])
-    return "\n".join(parts)

@@ -33,7 +33,9 @@ COLUMNS = (
     "tokens",
     "description",
 )
-STATUSES = ("keep", "revert", "fail", "crash", "timeout", "rejected")
+# invalid: the agent's reply held no usable kernel, so nothing was committed or evaluated; the
+# row still counts as an experiment (the commit column is "-").
+STATUSES = ("keep", "revert", "fail", "crash", "timeout", "rejected", "invalid")
 REQUIRED = ("experiment", "status", "target")
 EMPTY = "-"
 SIGNIFICANT_DIGITS = 5  # timings vary run to run by far more than 1e-5

@@ -17,7 +17,9 @@ from autokernel.agents.base import Agent, AgentError
 from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.mode import ModeError, parse_mode
+from autokernel.recovery import check_branch
 from autokernel.results import ResultsLog
+from autokernel.run_lock import LockError, RunLock
 from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.workspace import Workspace, WorkspaceError
 from orchestrate import REACH, Rules, State, load, new_state, status_lines
@@ -56,7 +58,8 @@ class RunRequest:
 class Outcome:
     reason: str
     state: State
-    code: int  # 0: a budget or bound reached normally; 130: stopped now by a signal
+    code: int  # 0: a budget or bound reached normally; 1: a starter failed; 130: a signal
+    error: str | None = None  # said on stderr: why the exit code is not 0
 
 
 def _targets(req: RunRequest, root: Path) -> list[Target]:
@@ -102,15 +105,32 @@ def _agent(req: RunRequest, args: dict, loop_ref: list[Loop]) -> Agent:
 
 
 def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
-    """Check everything and build the loop; nothing in git changes until Loop.begin/run."""
-    import torch
-
+    """Check everything and build the loop; nothing in git changes until Loop.begin/run.
+    The workspace's run lock is taken first and held by the loop until execute() ends."""
     root = req.workspace.resolve()
+    if root.exists() and not root.is_dir():
+        raise SessionError(f"--workspace {root} is a file: give a directory")
     if req.resume and not root.is_dir():
         raise SessionError(f"nothing to resume: {root} does not exist; check --workspace")
-    if not root.exists():
-        root.mkdir(parents=True)  # a new run may name a new directory
+    try:
+        root.mkdir(parents=True, exist_ok=True)  # a new run may name a new directory
+        lock = RunLock(root).acquire()
+    except (LockError, OSError) as exc:
+        raise SessionError(str(exc)) from None
     req.workspace = root
+    try:
+        loop, view = _build(req, view_factory)
+    except BaseException:
+        lock.release()
+        raise
+    loop.lock = lock
+    return loop, view
+
+
+def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
+    import torch
+
+    root = req.workspace
     try:
         previous = load(root)
     except ValueError as exc:
@@ -149,15 +169,18 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
             state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens,
                               mode=mode, reach=REACH if on_gpu else 0.0)  # fmt: skip
             state.agent_args = args
-            last = results.last_experiment()
+            # numbers already used, also by an earlier run's attempt refs, are never reused
+            last = max(results.experiments() | set(ws.attempts()), default=None)
             state.next_experiment = 0 if last is None else last + 1
             ws.check_can_start(tag)
         else:
             state.agent = agent.name
             state.agent_args = args
+            if ws.branch_head(state.tag) is None:
+                check_branch(ws, state)  # raises, saying how to restore the deleted branch
             if ws.branch != f"autokernel/{state.tag}":
                 ws.resume(state.tag)
-    except WorkspaceError as exc:
+    except (WorkspaceError, RunError) as exc:
         raise SessionError(str(exc)) from None
     settings = Settings(
         on_gpu=on_gpu,
@@ -227,6 +250,10 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
             if not resume:
                 loop.begin()
             reason = loop.run()
+        if loop.starter_failures:  # nothing was optimized for these: not a night's success
+            failed = "; ".join(loop.starter_failures)
+            error = f"the shipped starter could not be evaluated, so nothing was tried: {failed}"
+            return Outcome(reason, loop.state, 1, error)
         return Outcome(reason, loop.state, 0)
     except KeyboardInterrupt:
         loop.state.ended = "stopped now by a signal; continue with --resume"
@@ -248,6 +275,8 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+        if loop.lock is not None:
+            loop.lock.release()
 
 
 def _save_quietly(loop: Loop) -> None:

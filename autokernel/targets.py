@@ -6,11 +6,15 @@ and its share of the model's GPU time, which the orchestrator turns into an Amda
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from autokernel.specs import SPECS, dtype_name, get_spec, parse_dtype
+
+# A target's name becomes optimized/<name>.py and appears in commit messages.
+TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 
 class TargetError(ValueError):
@@ -140,58 +144,89 @@ def from_plan(path: Path) -> list[Target]:
 
     try:
         data = yaml.safe_load(path.read_text())
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise TargetError(f"{path}: cannot read: {exc}") from None
     except yaml.YAMLError as exc:
-        raise TargetError(f"{path}: not valid YAML: {exc}") from None
+        raise TargetError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     entries = data.get("targets") if isinstance(data, dict) else None
     if not isinstance(entries, list) or not entries:
         raise TargetError(f"{path}: expected a 'targets:' list; run `autokernel profile` again")
     targets, seen = [], set()
     for i, entry in enumerate(entries):
-        if not isinstance(entry, dict) or entry.get("kernel_type") not in SPECS:
-            kind = entry.get("kernel_type") if isinstance(entry, dict) else entry
-            raise TargetError(
-                f"{path}: target {i + 1} has kernel_type {kind!r}; use one of {', '.join(SPECS)}"
-            )
-        kind = entry["kernel_type"]
-        name = str(entry.get("name") or kind)
-        if name in seen:
-            name = f"{name}_{i}"
-        seen.add(name)
-        shapes = tuple(
-            parse_shape(kind, s) if isinstance(s, str) else _checked(kind, s, path)
-            for s in entry.get("shapes") or ()
-        )
-        targets.append(
-            Target(
-                name=name,
-                kernel_type=kind,
-                shapes=shapes,
-                dtype=_dtype(entry.get("dtype")),
-                share=float(entry.get("share", 1.0 / len(entries))),
-                calls=int(entry.get("calls", 1)),
-                args=dict(entry.get("args") or {}),
-                model_ms=float(entry["ms"]) if entry.get("ms") else None,
-                compile_ms=_optional(entry, "compile_ms", path),
-                compile_share=_optional(entry, "compile_share", path),
-            )
-        )
+        where = f"{path}: target {i + 1}"
+        try:
+            target = _plan_target(entry, len(entries))
+        except TargetError as exc:
+            raise TargetError(f"{where}: {exc}") from None
+        if target.name in seen:  # two unnamed targets of one type: keep both, apart
+            target = replace(target, name=f"{target.name[:90]}_{i}")
+        seen.add(target.name)
+        targets.append(target)
     return targets
 
 
-def _optional(entry: dict, key: str, path: Path) -> float | None:
-    """A plan's optional figure: absent or null in plans from before it was measured."""
+def _plan_target(entry: object, count: int) -> Target:
+    """One plan entry, every value checked: a bad one found here is a message, found later it
+    stops the run when the target finishes (its name names a file) or at every resume."""
+    if not isinstance(entry, dict):
+        raise TargetError(f"expected a mapping with kernel_type, got {entry!r}")
+    kind = entry.get("kernel_type")
+    if kind not in SPECS:
+        raise TargetError(f"kernel_type {kind!r} is not one of {', '.join(SPECS)}")
+    name = entry.get("name", kind)
+    if not isinstance(name, str) or not TARGET_NAME.fullmatch(name):
+        raise TargetError(
+            f"name {name!r} cannot name the file optimized/<name>.py: use up to 100 letters, "
+            "digits, '_', '-' or '.', not starting with '.' or '-'"
+        )
+    shapes = entry.get("shapes") or []
+    if not isinstance(shapes, list):
+        raise TargetError(f"shapes must be a list such as ['4096x50257'], not {shapes!r}")
+    dtype = entry.get("dtype")
+    if dtype is not None and not isinstance(dtype, str):
+        raise TargetError(f"dtype must be a name such as bfloat16, not {dtype!r}")
+    args = entry.get("args") or {}
+    if not isinstance(args, dict) or not all(isinstance(k, str) for k in args):
+        raise TargetError(f"args must be a mapping such as {{eps: 1.0e-6}}, not {args!r}")
+    if args.get("causal", 0) not in (0, 1):  # True and False included: harness sizes take 0/1
+        raise TargetError(f"args: causal must be true or false, not {args['causal']!r}")
+    share = _number(entry, "share", 1.0 / count, upper=1.0)
+    calls = _number(entry, "calls", 1)
+    if calls != int(calls) or calls < 1:
+        raise TargetError(f"calls must be a whole number of 1 or more, not {entry['calls']!r}")
+    ms = _number(entry, "ms", None, zero_ok=True)  # 0: too short to time in the profile
+    return Target(
+        name=name,
+        kernel_type=kind,
+        shapes=tuple(
+            parse_shape(kind, x) if isinstance(x, str) else _checked(kind, x) for x in shapes
+        ),
+        dtype=_dtype(dtype),
+        share=share,
+        calls=int(calls),
+        args=args,
+        model_ms=ms or None,
+        compile_ms=_number(entry, "compile_ms", None, zero_ok=True),  # absent in older plans
+        compile_share=_number(entry, "compile_share", None, upper=1.0, zero_ok=True),
+    )
+
+
+def _number(
+    entry: dict, key: str, default: float | None, upper: float | None = None, zero_ok=False
+) -> float | None:
+    """A finite positive number from the plan (bools and text refused), or the default."""
     value = entry.get(key)
     if value is None:
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise TargetError(f"{path}: {key} {value!r} is not a number; profile again") from None
+        return default
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not zero_ok) or (upper and value > upper + 1e-9):
+        least = "0 or more" if zero_ok else "above 0"
+        limit = f" and at most {upper:g}" if upper else ""
+        raise TargetError(f"{key} must be a number {least}{limit}, not {value!r}")
+    return float(value)
 
 
-def _checked(kind: str, shape: object, path: Path) -> dict[str, int]:
+def _checked(kind: str, shape: object) -> dict[str, int]:
     if not isinstance(shape, dict):
-        raise TargetError(f"{path}: a {kind} shape must be a mapping or 'AxB' text, not {shape!r}")
+        raise TargetError(f"a {kind} shape must be a mapping or 'AxB' text, not {shape!r}")
     return parse_shape(kind, ",".join(f"{k}={v}" for k, v in shape.items()))

@@ -271,6 +271,22 @@ class Workspace:
             self._git("reset", "--soft", target)
         self._git("checkout", target, "--", KERNEL)
 
+    def attempts(self) -> dict[int, str]:
+        """Every kept attempt: experiment number -> sha (refs/autokernel/attempts/*)."""
+        fmt = "--format=%(refname) %(objectname)"
+        out = self._git("for-each-ref", fmt, ATTEMPT_PREFIX.rstrip("/"))[1]
+        found = {}
+        for line in out.splitlines():
+            ref, _, sha = line.partition(" ")
+            tail = ref.removeprefix(ATTEMPT_PREFIX)
+            if tail.isdigit():
+                found[int(tail)] = sha
+        return found
+
+    def branch_head(self, tag: str) -> str | None:
+        """Sha of the run branch autokernel/<tag>, None when the branch does not exist."""
+        return self._sha(f"refs/heads/{BRANCH_PREFIX}{tag}")
+
     def attempt_ref(self, attempt: int) -> str | None:
         """Sha kept for a reverted attempt, or None."""
         return self._sha(f"{ATTEMPT_PREFIX}{int(attempt)}")

@@ -189,7 +189,10 @@ def test_invalid_replies_commit_nothing_and_count_toward_moving_on(tmp_path):
     loop, _ = make_loop(tmp_path, agent=agent, revisit=False)
     loop.run()
     state = load(tmp_path)
-    assert len(rows(tmp_path)) == 1  # the baseline only: nothing committed, nothing recorded
+    got = rows(tmp_path)  # the baseline, then one "invalid" row per reply, nothing committed
+    assert [r["status"] for r in got] == ["keep"] + ["invalid"] * 5
+    assert [r["commit"] for r in got[1:]] == ["-"] * 5
+    assert [int(r["experiment"]) for r in got] == list(range(6))
     assert git(tmp_path, "rev-list", "--count", "HEAD") == "2"  # baseline + optimized
     assert state.tokens == 35 and "in a row" in state.targets[0].reason
 

@@ -43,7 +43,7 @@ def lines(path) -> list[str]:
 def test_columns_and_statuses_are_the_contract():
     assert COLUMNS[:5] == ("experiment", "commit", "target", "kernel_type", "status")
     assert COLUMNS[-1] == "description" and len(COLUMNS) == len(set(COLUMNS)) == 16
-    assert STATUSES == ("keep", "revert", "fail", "crash", "timeout", "rejected")
+    assert STATUSES == ("keep", "revert", "fail", "crash", "timeout", "rejected", "invalid")
 
 
 def test_header_once_across_appends_and_reopened_logs(tmp_path):

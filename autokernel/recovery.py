@@ -1,0 +1,164 @@
+"""Resuming a run: check that the state, results.tsv, the attempt refs and the branch agree, then
+finish whatever a crash or kill interrupted.
+
+The four are written at different instants and can be changed by hand (a counter edited, a
+branch deleted, a row appended). Acting on a state that disagrees with them writes duplicate rows
+or leaves the branch on a reverted commit, so every disagreement is either repaired, and the
+repair said, or the run stops with a message that says what to do.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from autokernel.harness.verdict import Verdict
+from autokernel.targets import TARGET_NAME
+from autokernel.workspace import BRANCH_PREFIX, Workspace
+from orchestrate import State
+
+if TYPE_CHECKING:
+    from autokernel.loop import Loop
+
+
+class RunError(Exception):
+    """The run cannot go on (disk full, the branch changed under us): state is saved, and the
+    message says what to do before `--resume`."""
+
+
+def check_branch(ws: Workspace, state: State) -> None:
+    """The run's branch exists and is checked out; checked before every commit and at resume,
+    because a commit on a deleted branch starts an unrelated history and the run goes on."""
+    name = BRANCH_PREFIX + state.tag
+    if ws.branch_head(state.tag) is None:
+        restore = (
+            f" Its last commit was {state.head[:12]}: `git branch {name} {state.head[:12]}` "
+            "restores it, then `autokernel run --resume`."
+            if state.head
+            else " Start a new run."
+        )
+        raise RunError(f"the run's branch {name} was deleted.{restore}")
+    if ws.branch != name:
+        where = ws.branch or "a detached commit"
+        raise RunError(
+            f"the run's branch {name} is no longer checked out (HEAD is on {where}): "
+            f"`git checkout {name}`, then `autokernel run --resume`"
+        )
+
+
+def cross_check(loop: Loop) -> None:
+    """Repair what can be repaired from the files (and say so); raise RunError otherwise."""
+    s, ws = loop.state, loop.ws
+    for ts in s.targets:
+        if not TARGET_NAME.fullmatch(ts.name):
+            raise RunError(
+                f"target name {ts.name!r} in the state cannot name optimized/<name>.py; fix the "
+                "name in plan.yaml and start a new run"
+            )
+    if s.head is not None:
+        check_branch(ws, s)
+    recorded = loop.results.experiments()
+    attempts = ws.attempts()
+    used = max(recorded | set(attempts), default=-1)
+    f = s.in_flight
+    if f is not None:
+        later = sorted(n for n in recorded | set(attempts) if n > f["experiment"])
+        if later and f["commit"] is None:
+            s.in_flight = None  # nothing committed yet: propose again under a fresh number
+            f = None
+        elif later:
+            raise RunError(
+                f"the state's experiment in flight ({f['experiment']}) is older than experiment "
+                f"{later[-1]} in results.tsv or refs/autokernel/attempts: the state was edited "
+                "or belongs to another run; start a new run with another --tag"
+            )
+    if f is None and used >= s.next_experiment:
+        loop.reporter.event(
+            f"repaired: the state's next experiment ({s.next_experiment}) was already used in "
+            f"results.tsv or refs/autokernel/attempts; continuing at {used + 1}"
+        )
+        s.next_experiment = used + 1
+        loop.save()
+    if f is None and s.head is not None:
+        _off_reverted_head(loop, attempts)
+
+
+def _off_reverted_head(loop: Loop, attempts: dict[int, str]) -> None:
+    """The branch must not sit on a commit an experiment reverted: go back to that target's
+    best kernel when it is below, else stop."""
+    s, ws = loop.state, loop.ws
+    head = ws.head()
+    reverted = [n for n, sha in attempts.items() if sha == head]
+    if not reverted or head != s.head:
+        return
+    n = reverted[0]
+    rows = [r for r in loop.results.read() if r.get("experiment") == str(n)]
+    if rows and rows[-1].get("status") == "keep":
+        return
+    names = [r.get("target") for r in rows] or [s.current]
+    best = next((ts.best_commit for ts in s.targets if ts.name in names), None)
+    if best is None or best == head or not ws.contains(best):
+        raise RunError(
+            f"HEAD {head[:12]} is experiment {n}, which was reverted (refs/autokernel/attempts/"
+            f"{n}), and the state names no kept commit below it: `git reset --soft` to the last "
+            "kept commit in results.tsv, or start a new run"
+        )
+    ws.revert(n, best)
+    s.head = best
+    loop.save()
+    loop.reporter.event(
+        f"repaired: HEAD was experiment {n}, which had been reverted; back at {best[:12]}"
+    )
+
+
+def recover(loop: Loop) -> None:
+    """Finish whatever a crash or kill interrupted, from the state file, git and the rows."""
+    cross_check(loop)
+    s, ws = loop.state, loop.ws
+    if s.finishing:
+        ts = s.target(s.finishing)
+        head = ws.head()
+        if head != s.head and ws.message(head).startswith(f"optimized [{ts.name}]"):
+            ts.optimized_commit = s.head = head
+            ts.status, s.current, s.finishing = "done", None, None
+            loop.save()
+        else:
+            loop.finish(ts, ts.reason, ts.final)
+    f = s.in_flight
+    if f is None:
+        if s.head and ws.head() != s.head:
+            raise RunError(
+                f"branch {ws.branch} is at {ws.head()[:12]}, but the run last "
+                f"recorded {s.head[:12]}: someone committed to it. Move those commits to "
+                f"another branch (`git reset --soft {s.head[:12]}` keeps their changes) and "
+                "resume."
+            )
+        ws.discard_kernel_changes()
+        return
+    ws.discard_kernel_changes()
+    recorded = {int(r["experiment"]): r for r in loop.results.read()}.get(f["experiment"])
+    verdict = _saved_verdict(loop, f["experiment"])
+    if recorded is not None and verdict is not None and f["commit"]:
+        loop.reporter.event(f"exp {f['experiment']}: applying the recorded verdict")
+        loop.conclude(verdict, recorded)
+        return
+    head = ws.head()
+    expected = f"exp {f['experiment']} [{f['target']}]:"
+    if f["commit"] is None and head != s.head and ws.message(head).startswith(expected):
+        f["commit"] = head  # killed between the commit and the state write
+    if f["commit"] is None or head != f["commit"]:
+        s.in_flight = None  # killed before anything was committed: propose again
+        if recorded is not None:  # ...but its number is taken
+            s.next_experiment = max(s.next_experiment, f["experiment"] + 1)
+        loop.save()
+        return
+    loop.reporter.event(f"exp {f['experiment']} was interrupted: evaluating it again")
+    loop.evaluate_in_flight(recorded)
+
+
+def _saved_verdict(loop: Loop, n: int) -> Verdict | None:
+    """Experiment n's saved verdict; None when missing or unreadable (torn by a crash, edited),
+    so that the experiment is evaluated again rather than every resume failing on it."""
+    try:
+        return Verdict.read(loop.verdict_path(n))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
