@@ -213,6 +213,7 @@ def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
     every launch is the usual one."""
     compiled = []
     usual = kernel[grid]
+    grid3 = (*grid, 1, 1)[:3]  # compiled[grid] reads all three dimensions, unlike kernel[grid]
 
     def launch(*live) -> None:
         if compiled:
@@ -220,6 +221,6 @@ def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
             return
         result = usual(*live, *fixed, **options)
         if isinstance(result, triton.compiler.CompiledKernel):
-            compiled.append(result[grid])
+            compiled.append(result[grid3])
 
     return launch
