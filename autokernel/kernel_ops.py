@@ -1,4 +1,4 @@
-"""Optimized kernels as `torch.library` custom ops: one op per kernel type, routed per call.
+"""Optimized kernels as `torch.library` ops: one op per kernel type, routed per call.
 
 Each op (`torch.ops.autokernel.<type>`) has a fake implementation, so a patched model still
 traces under torch.compile, where the op stays one opaque node. The real implementation looks
@@ -11,6 +11,9 @@ counters. Routing policy:
 - otherwise the kernel whose plan shapes contain the call's size runs; with no such kernel,
   policy "dtype" (default: a kernel that passed the harness's sweep is correct at any size)
   runs the type's first kernel, policy "plan" falls back (only what was measured runs).
+
+The route depends only on the call's tensor shapes, dtypes and devices, so each Router decides
+it once per signature and the op's host time stays near the dispatcher's own.
 
 Kernel files are loaded by path under unique module names, never from the user's cwd.
 The ops are inference ops: they have no autograd formula.
