@@ -9,6 +9,9 @@ after a synchronisation, few enough that the launch queue (about a thousand entr
 fills, so no call waits for the GPU; the median runs over every call of every round. Without
 CUDA the kernels run in Triton's interpreter at the CPU sizes, and the figures (labelled CPU)
 are the interpreter's execution time, good for checking that the script works, not for the goal.
+--stub-launches replaces every Triton kernel of the starters by a launch that does nothing, so the
+figures are kernel_fn's own Python (planning, allocation, argument handling) and the op's
+routing: the part of the host path this repository controls, measurable on a CPU.
 
     python benchmarks/host_overhead.py [--types rmsnorm softmax] [--json rows.json] [--out t.md]
 """
@@ -66,7 +69,14 @@ def host_us(fn: Callable[[], object], calls: int, rounds: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def measure_type(kind: str, calls: int, rounds: int) -> list[dict]:
+class _NoLaunch:
+    """Stands in for a @triton.jit kernel under --stub-launches: kernel[grid](...) does nothing."""
+
+    def __getitem__(self, grid: object) -> Callable[..., None]:
+        return lambda *args, **options: None
+
+
+def measure_type(kind: str, calls: int, rounds: int, stub: bool = False) -> list[dict]:
     """The three variants of one type, each warmed up first (compilation is not host time)."""
     spec = SPECS[kind]
     size = smallest_size(spec, ON_GPU)
@@ -75,6 +85,11 @@ def measure_type(kind: str, calls: int, rounds: int) -> list[dict]:
     gen = torch.Generator(device=device).manual_seed(0)
     args = spec.make_inputs(size, dtype, gen, device)
     kernel = kernel_ops.load_kernel(ROOT / "kernels" / f"{kind}.py")
+    if stub:
+        namespace = kernel.fn.__globals__  # the kernel module's, loaded by path
+        for name, value in list(namespace.items()):
+            if isinstance(value, triton.runtime.jit.KernelInterface):
+                namespace[name] = _NoLaunch()
     router = kernel_ops.Router(kind, [kernel])
     slot = kernel_ops.register(router)
     op = kernel_ops.OPS[kind]
@@ -102,6 +117,8 @@ def measure_type(kind: str, calls: int, rounds: int) -> list[dict]:
 
 def markdown(data: dict) -> str:
     where = data["gpu"] if ON_GPU else "CPU, Triton interpreter (not the goal's figure)"
+    if data["stub_launches"]:
+        where += "; launches stubbed out: kernel_fn's own Python only"
     lines = [
         f"# Host time per call ({where})",
         "",
@@ -130,8 +147,13 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the rows here as JSON")
     ap.add_argument("--out", type=Path, help="write the markdown table here")
     ap.add_argument("--commit", default="")
+    ap.add_argument(
+        "--stub-launches", action="store_true", help="time kernel_fn without its launches"
+    )
     args = ap.parse_args()
-    rows = [r for kind in args.types for r in measure_type(kind, args.calls, args.rounds)]
+    rows = [
+        r for k in args.types for r in measure_type(k, args.calls, args.rounds, args.stub_launches)
+    ]
     data = {
         "gpu": torch.cuda.get_device_name() if ON_GPU else "CPU",
         "torch": torch.__version__,
@@ -140,6 +162,7 @@ def main() -> None:
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "calls": args.calls,
         "rounds": args.rounds,
+        "stub_launches": args.stub_launches,
         "rows": rows,
     }
     table = markdown(data)
