@@ -240,13 +240,11 @@ def _remember(key: tuple, run):
 def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
     """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
     that depend only on the call signature. The first launch goes through Triton as usual; on a
-    GPU it returns the CompiledKernel, and later launches call it directly (Triton's public
-    `compiled[grid](*all_args)`), skipping the argument binding and cache lookup that made up
-    half of a launch's host time on the H200. The interpreter returns no CompiledKernel: there
-    every launch is the usual one."""
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
     compiled = []
     usual = kernel[grid]
-    grid3 = (*grid, 1, 1)[:3]  # compiled[grid] reads all three dimensions, unlike kernel[grid]
 
     def launch(*live) -> None:
         if compiled:
@@ -254,6 +252,37 @@ def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
             return
         result = usual(*live, *fixed, **options)
         if isinstance(result, triton.compiler.CompiledKernel):
-            compiled.append(result[grid3])
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
 
     return launch

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib.util
 import os
+import types
 from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is imported
@@ -18,7 +19,7 @@ import reference
 from autokernel.specs import SPECS
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
-SHARED = ("_remember", "_launcher")  # helpers every starter carries a copy of
+SHARED = ("_remember", "_launcher", "_direct")  # helpers every starter carries a copy of
 
 
 def _load(name: str, tag: str = ""):
@@ -107,44 +108,87 @@ def test_matmul_plans_follow_the_layout_of_b():
 
 
 class _Compiled:
-    """Stands in for triton.compiler.CompiledKernel: records what `compiled[grid](...)` gets."""
+    """Stands in for triton.compiler.CompiledKernel: its launcher (`run`, called directly) and
+    its public `compiled[grid](*args)` both record what they get."""
 
-    def __init__(self, log: list) -> None:
-        self.log = log
+    function, packed_metadata = "cu-function", "packed"
+
+    def __init__(self, log: list, refuse: bool = False) -> None:
+        self.log, self.refuse = log, refuse
+
+    def run(self, *args) -> None:
+        if self.refuse:
+            raise TypeError("launcher takes other arguments")
+        self.log.append(("direct", args))
 
     def __getitem__(self, grid):
-        dims = (grid[0], grid[1], grid[2])  # as CompiledKernel's launcher reads them
+        dims = (grid[0], grid[1], grid[2])  # as CompiledKernel's runner reads them
         return lambda *args: self.log.append(("compiled", dims, args))
 
 
 class _Kernel:
     """Stands in for a @triton.jit function: `kernel[grid](...)` records and returns _Compiled."""
 
-    def __init__(self) -> None:
+    def __init__(self, refuse: bool = False) -> None:
         self.log: list = []
+        self.refuse = refuse
 
     def __getitem__(self, grid):
         def launch(*args, **options):
             self.log.append(("usual", grid, args, options))
-            return _Compiled(self.log)
+            return _Compiled(self.log, self.refuse)
 
         return launch
 
 
+class _Driver:
+    active = types.SimpleNamespace(
+        get_current_device=lambda: 3, get_current_stream=lambda d: d * 10
+    )
+
+
+@pytest.fixture
+def gpu_stand_ins(monkeypatch):
+    """A CompiledKernel class and a CUDA driver for the launch helpers, on the CPU."""
+    import triton
+
+    monkeypatch.setattr(triton.compiler, "CompiledKernel", _Compiled)
+    monkeypatch.setattr(triton.runtime, "driver", _Driver)
+    return triton.knobs.runtime
+
+
 @pytest.mark.parametrize("kind", SPECS)
-def test_later_launches_go_to_the_compiled_kernel_with_every_argument(kind, monkeypatch):
-    module = _load(kind)
-    monkeypatch.setattr(module.triton.compiler, "CompiledKernel", _Compiled)
+def test_later_launches_call_the_compiled_launcher_with_every_argument(kind, gpu_stand_ins):
     kernel = _Kernel()
-    launch = module._launcher(kernel, (7, 2), (64, True, "fp64"), {"num_warps": 4})
-    launch("x", "y")
-    launch("x2", "y2")
-    launch("x3", "y3")
+    launch = _load(kind)._launcher(kernel, (7, 2), (64, True, "fp64"), {"num_warps": 4})
+    for live in (("x", "y"), ("x2", "y2"), ("x3", "y3")):
+        launch(*live)
+    direct = (7, 2, 1, 30, "cu-function", "packed", None, None, None)  # stream of device 3
     assert kernel.log == [
         ("usual", (7, 2), ("x", "y", 64, True, "fp64"), {"num_warps": 4}),
-        ("compiled", (7, 2, 1), ("x2", "y2", 64, True, "fp64")),
-        ("compiled", (7, 2, 1), ("x3", "y3", 64, True, "fp64")),
+        ("direct", (*direct, "x2", "y2", 64, True, "fp64")),
+        ("direct", (*direct, "x3", "y3", 64, True, "fp64")),
     ]
+
+
+def test_a_registered_launch_hook_gets_triton_s_own_launch(gpu_stand_ins, monkeypatch):
+    """A profiler's launch hooks see every launch: the direct call would bypass them."""
+    hooks = type(gpu_stand_ins.launch_enter_hook)()
+    hooks.add(lambda metadata: None)
+    monkeypatch.setattr(gpu_stand_ins, "launch_enter_hook", hooks)
+    kernel = _Kernel()
+    launch = _load("rmsnorm")._launcher(kernel, (5,), (1,), {})
+    launch("a")
+    launch("b")
+    assert kernel.log[1] == ("compiled", (5, 1, 1), ("b", 1))
+
+
+def test_a_launcher_that_refuses_the_direct_call_falls_back_for_good(gpu_stand_ins):
+    kernel = _Kernel(refuse=True)
+    launch = _load("softmax")._launcher(kernel, (5,), (1,), {})
+    for live in "abc":
+        launch(live)
+    assert kernel.log[1:] == [("compiled", (5, 1, 1), ("b", 1)), ("compiled", (5, 1, 1), ("c", 1))]
 
 
 @pytest.mark.parametrize("kind", SPECS)
