@@ -237,7 +237,7 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
     row_losses = None  # launch(logits, targets, row_loss), or None: every row loss is NaN
 
     if n_rows > 0 and CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
-        row_losses = _plan_split(logits)
+        row_losses = _split(logits)
     elif n_rows > 0 and n_cols > 0:
         padded = _pow2(n_cols)
         # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384).
@@ -283,7 +283,7 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
     return run
 
 
-def _plan_split(logits: torch.Tensor):
+def _split(logits: torch.Tensor):
     """launch(logits, targets, row_loss) for the "split" variant."""
     n_rows, n_cols = logits.shape
     device = logits.device

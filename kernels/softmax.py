@@ -218,7 +218,7 @@ def _plan(x: torch.Tensor):
         return (x if as_is else x.reshape(-1, n_cols).contiguous()), y
 
     if CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
-        return _plan_split(x2, y, take)
+        return _split(x2, y, take)
     padded = _pow2(n_cols)
     # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384): "single".
     single = CONFIG["VARIANT"] != "online" and (
@@ -253,7 +253,7 @@ def _vec(x2: torch.Tensor, y: torch.Tensor) -> int:
     return vec if aligned and x2.stride(0) == y.stride(0) and vec <= 8 else 1
 
 
-def _plan_split(x2: torch.Tensor, y: torch.Tensor, take):
+def _split(x2: torch.Tensor, y: torch.Tensor, take):
     n_rows, n_cols = x2.shape
     device = x2.device
     chunk = CONFIG["SPLIT_CHUNK"]
