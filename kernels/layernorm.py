@@ -251,7 +251,9 @@ def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
             compiled[0](*live, *fixed)
             return
         result = usual(*live, *fixed, **options)
-        if isinstance(result, triton.compiler.CompiledKernel):
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
             compiled.append(_direct(result, (*grid, 1, 1)[:3]))
 
     return launch

@@ -132,6 +132,7 @@ class _Kernel:
     def __init__(self, refuse: bool = False) -> None:
         self.log: list = []
         self.refuse = refuse
+        self.pre_run_hooks: list = []
 
     def __getitem__(self, grid):
         def launch(*args, **options):
@@ -153,6 +154,7 @@ def gpu_stand_ins(monkeypatch):
     import triton
 
     monkeypatch.setattr(triton.compiler, "CompiledKernel", _Compiled)
+    monkeypatch.setattr(triton.runtime.jit, "JITFunction", _Kernel)
     monkeypatch.setattr(triton.runtime, "driver", _Driver)
     return triton.knobs.runtime
 
@@ -181,6 +183,25 @@ def test_a_registered_launch_hook_gets_triton_s_own_launch(gpu_stand_ins, monkey
     launch("a")
     launch("b")
     assert kernel.log[1] == ("compiled", (5, 1, 1), ("b", 1))
+
+
+def test_an_autotuned_or_hooked_kernel_keeps_triton_s_usual_launch(gpu_stand_ins):
+    """An autotuner adds its config's arguments in each launch; a pre-run hook must run."""
+
+    class Tuned:  # not a JITFunction
+        def __init__(self) -> None:
+            self.inner = _Kernel()
+
+        def __getitem__(self, grid):
+            return self.inner[grid]
+
+    hooked = _Kernel()
+    hooked.pre_run_hooks.append(lambda *args, **kwargs: None)
+    for kernel, log in ((t := Tuned(), t.inner.log), (hooked, hooked.log)):
+        launch = _load("reduce")._launcher(kernel, (5,), (1,), {})
+        launch("a")
+        launch("b")
+        assert [entry[0] for entry in log] == ["usual", "usual"]
 
 
 def test_a_launcher_that_refuses_the_direct_call_falls_back_for_good(gpu_stand_ins):
