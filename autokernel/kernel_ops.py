@@ -1,4 +1,4 @@
-"""Optimized kernels as `torch.library` custom ops: one op per kernel type, routed per call.
+"""Optimized kernels as `torch.library` ops: one op per kernel type, routed per call.
 
 Each op (`torch.ops.autokernel.<type>`) has a fake implementation, so a patched model still
 traces under torch.compile, where the op stays one opaque node. The real implementation looks
@@ -11,6 +11,9 @@ counters. Routing policy:
 - otherwise the kernel whose plan shapes contain the call's size runs; with no such kernel,
   policy "dtype" (default: a kernel that passed the harness's sweep is correct at any size)
   runs the type's first kernel, policy "plan" falls back (only what was measured runs).
+
+The route depends only on the call's tensor shapes, dtypes and devices, so each Router decides
+it once per signature and the op's host time stays near the dispatcher's own.
 
 Kernel files are loaded by path under unique module names, never from the user's cwd.
 The ops are inference ops: they have no autograd formula.
@@ -162,15 +165,58 @@ def _label(kind: str, size: Mapping[str, int]) -> str:
     return SPECS[kind].label(size)
 
 
+# Tensors lead every op's arguments: how many, per type (the signature a route is cached by).
+_N_TENSORS = {
+    "matmul": 2,
+    "flash_attention": 3,
+    "fused_mlp": 4,
+    "softmax": 1,
+    "layernorm": 3,
+    "rmsnorm": 2,
+    "cross_entropy": 2,
+    "rotary_embedding": 3,
+    "reduce": 1,
+}
+
+# Shape, dtype and device of the leading tensors, written out: a comprehension over the tensors
+# took twice as long (a frame per call, about 3 us on the loaded 2-core CPU).
+_SIGNATURES: dict[int, Callable[[Sequence], tuple]] = {
+    1: lambda a: (a[0].shape, a[0].dtype, a[0].device),
+    2: lambda a: (a[0].shape, a[0].dtype, a[0].device, a[1].shape, a[1].dtype, a[1].device),
+    3: lambda a: (
+        *(a[0].shape, a[0].dtype, a[0].device, a[1].shape, a[1].dtype, a[1].device),
+        *(a[2].shape, a[2].dtype, a[2].device),
+    ),
+    4: lambda a: (
+        *(a[0].shape, a[0].dtype, a[0].device, a[1].shape, a[1].dtype, a[1].device),
+        *(a[2].shape, a[2].dtype, a[2].device, a[3].shape, a[3].dtype, a[3].device),
+    ),
+}
+
+
+@dataclass
+class Route:
+    """What a call signature gets: a kernel, or the reference with the reason."""
+
+    kernel: LoadedKernel | None
+    reason: str
+    clone: bool = False  # the kernel's output shared an input's storage on the first call
+
+
 @dataclass
 class Router:
-    """The kernels of one type that a Patch loaded, its routing policy and call counters."""
+    """The kernels of one type that a Patch loaded, its routing policy and call counters.
+
+    The route of a call depends only on its tensors' shapes, dtypes and devices (and on the
+    kernels and policy), so it is decided once per signature: a model calls the same few
+    signatures thousands of times, and deciding anew cost more host time than the launch."""
 
     kind: str
     kernels: list[LoadedKernel]
     policy: Policy = "dtype"
     calls: Counter = field(default_factory=Counter)  # kernel name -> calls run by it
     fallbacks: Counter = field(default_factory=Counter)  # reason -> calls run by PyTorch
+    routes: dict = field(default_factory=dict, repr=False)  # signature -> Route
 
     @property
     def kernel_calls(self) -> int:
@@ -192,17 +238,37 @@ class Router:
             return None, f"shape {_label(self.kind, size)} not in the plan"
         return self.kernels[0], ""
 
+    def signature(self, args: Sequence) -> tuple:
+        """What the route depends on. The kernels and the policy are in it, so a kernel added
+        or a policy changed after the first call is not missed."""
+        return (len(self.kernels), self.policy, *_SIGNATURES[_N_TENSORS[self.kind]](args))
+
     def __call__(self, *args):
-        kernel, reason = self.choose(args)
-        with _inside_op():
-            if kernel is None:
-                self.fallbacks[reason] += 1
-                return _REFERENCE[self.kind](*args)
-            self.calls[kernel.name] += 1
-            out = kernel.fn(*args)
-        if any(_shares_storage(out, t) for t in args if isinstance(t, torch.Tensor)):
-            out = out.clone()  # a custom op's output must not alias its inputs
-        return out
+        key = self.signature(args)
+        route = self.routes.get(key)
+        first = route is None
+        if first:
+            route = Route(*self.choose(args))
+        _STATE.depth += 1
+        try:
+            if route.kernel is None:
+                self.fallbacks[route.reason] += 1
+                out = _REFERENCE[self.kind](*args)
+            else:
+                self.calls[route.kernel.name] += 1
+                out = route.kernel.fn(*args)
+        finally:
+            _STATE.depth -= 1
+        if first:
+            # A custom op's output must not alias its inputs. Whether a kernel's output does is
+            # a matter of its call signature (a starter plans it so), and checking each call's
+            # storages cost about a microsecond per tensor: checked on a signature's first call.
+            tensors = args[: _N_TENSORS[self.kind]]
+            route.clone = any(_shares_storage(out, t) for t in tensors)
+            if len(self.routes) >= 4096:  # models with ever-changing shapes: start afresh
+                self.routes.clear()
+            self.routes[key] = route
+        return out.clone() if route.clone else out
 
 
 def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -212,7 +278,13 @@ def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
 _REFERENCE: dict[str, Callable] = {k: getattr(reference, k) for k in reference.KERNEL_TYPES}
 _ROUTERS: dict[int, Router] = {}
 _SLOTS = itertools.count(1)
-_STATE = threading.local()
+
+
+class _OpDepth(threading.local):
+    depth = 0  # ops running in this thread, nested
+
+
+_STATE = _OpDepth()
 
 
 def register(router: Router) -> int:
@@ -229,12 +301,12 @@ def unregister(slot: int) -> None:
 def in_op() -> bool:
     """True while an op runs a kernel or the reference: patched functions must pass through
     (reference.flash_attention itself calls torch.softmax)."""
-    return getattr(_STATE, "depth", 0) > 0
+    return _STATE.depth > 0
 
 
 @contextlib.contextmanager
 def _inside_op() -> Iterator[None]:
-    _STATE.depth = getattr(_STATE, "depth", 0) + 1
+    _STATE.depth += 1
     try:
         yield
     finally:
@@ -248,77 +320,75 @@ def _route(slot: int, *args):
     return router(*args)
 
 
-Tensor = torch.Tensor
-op = torch.library.custom_op
+# The ops are defined through torch.library.Library rather than torch.library.custom_op: a
+# custom_op call runs Python wrappers for autograd, dispatch and an aliasing check on every call
+# (about 5x the host time of the plain registration below, timed on the CPU), and a model makes
+# thousands of these calls per forward. The implementation is registered for every backend
+# (CompositeExplicitAutograd); the fake implementations give torch.compile shapes and dtypes.
+_LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
+
+SCHEMAS: dict[str, str] = {
+    "matmul": "(Tensor A, Tensor B, int slot) -> Tensor",
+    "softmax": "(Tensor x, int slot) -> Tensor",
+    "layernorm": "(Tensor x, Tensor weight, Tensor bias, float eps, int slot) -> Tensor",
+    "rmsnorm": "(Tensor x, Tensor weight, float eps, int slot) -> Tensor",
+    "cross_entropy": "(Tensor logits, Tensor targets, int slot) -> Tensor",
+    "reduce": "(Tensor x, int slot) -> Tensor",
+    "flash_attention": (
+        "(Tensor Q, Tensor K, Tensor V, bool causal, float? sm_scale, int slot) -> Tensor"
+    ),
+    "fused_mlp": "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, int slot) -> Tensor",
+    "rotary_embedding": "(Tensor x, Tensor cos, Tensor sin, int slot) -> Tensor",
+}
 
 
-@op(f"{NAMESPACE}::matmul", mutates_args=())
-def matmul(A: Tensor, B: Tensor, slot: int) -> Tensor:
-    return _route(slot, A, B)
+def _impl(*args):
+    """Every op's real implementation: the slot (last argument) names the Router."""
+    return _route(args[-1], *args[:-1])
 
 
-@op(f"{NAMESPACE}::softmax", mutates_args=())
-def softmax(x: Tensor, slot: int) -> Tensor:
-    return _route(slot, x)
-
-
-@op(f"{NAMESPACE}::layernorm", mutates_args=())
-def layernorm(x: Tensor, weight: Tensor, bias: Tensor, eps: float, slot: int) -> Tensor:
-    return _route(slot, x, weight, bias, eps)
-
-
-@op(f"{NAMESPACE}::rmsnorm", mutates_args=())
-def rmsnorm(x: Tensor, weight: Tensor, eps: float, slot: int) -> Tensor:
-    return _route(slot, x, weight, eps)
-
-
-@op(f"{NAMESPACE}::cross_entropy", mutates_args=())
-def cross_entropy(logits: Tensor, targets: Tensor, slot: int) -> Tensor:
-    return _route(slot, logits, targets)
-
-
-@op(f"{NAMESPACE}::reduce", mutates_args=())
-def reduce(x: Tensor, slot: int) -> Tensor:
-    return _route(slot, x)
-
-
-@op(f"{NAMESPACE}::flash_attention", mutates_args=())
-def flash_attention(
-    Q: Tensor, K: Tensor, V: Tensor, causal: bool, sm_scale: float | None, slot: int
-) -> Tensor:
-    return _route(slot, Q, K, V, causal, sm_scale)
-
-
-@op(f"{NAMESPACE}::fused_mlp", mutates_args=())
-def fused_mlp(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor, slot: int) -> Tensor:
-    return _route(slot, x, w_gate, w_up, w_down)
-
-
-@op(f"{NAMESPACE}::rotary_embedding", mutates_args=())
-def rotary_embedding(x: Tensor, cos: Tensor, sin: Tensor, slot: int) -> Tensor:
-    return _route(slot, x, cos, sin)
-
-
-# Fake implementations: the reference's output shape and dtype, no data.
-def _like(x: Tensor, *_args) -> Tensor:
+def _like(x: torch.Tensor, *_args) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-matmul.register_fake(lambda A, B, slot: A.new_empty((A.shape[0], B.shape[1])))
-softmax.register_fake(_like)
-layernorm.register_fake(_like)
-rmsnorm.register_fake(_like)
-rotary_embedding.register_fake(_like)
-reduce.register_fake(lambda x, slot: x.new_empty(x.shape[:-1]))
-fused_mlp.register_fake(lambda x, wg, wu, wd, slot: x.new_empty((*x.shape[:-1], wd.shape[0])))
-flash_attention.register_fake(
-    lambda Q, K, V, causal, sm_scale, slot: Q.new_empty((*Q.shape[:-1], V.shape[-1]))
-)
-cross_entropy.register_fake(
-    lambda logits, targets, slot: logits.new_empty(
-        (), dtype=torch.float64 if logits.dtype == torch.float64 else torch.float32
-    )
-)
+def _cross_entropy_fake(logits: torch.Tensor, targets: torch.Tensor, slot: int) -> torch.Tensor:
+    out = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    return logits.new_empty((), dtype=out)
+
+
+# Fake implementations: the reference's output shape and dtype, no data.
+_FAKES: dict[str, Callable] = {
+    "matmul": lambda A, B, slot: A.new_empty((A.shape[0], B.shape[1])),
+    "softmax": _like,
+    "layernorm": _like,
+    "rmsnorm": _like,
+    "rotary_embedding": _like,
+    "reduce": lambda x, slot: x.new_empty(x.shape[:-1]),
+    "fused_mlp": lambda x, wg, wu, wd, slot: x.new_empty((*x.shape[:-1], wd.shape[0])),
+    "flash_attention": lambda Q, K, V, causal, sm_scale, slot: Q.new_empty(
+        (*Q.shape[:-1], V.shape[-1])
+    ),
+    "cross_entropy": _cross_entropy_fake,
+}
+
+
+def _define(kind: str):
+    """Define torch.ops.autokernel.<kind> and return its overload (what callers call)."""
+    _LIB.define(kind + SCHEMAS[kind])
+    _LIB.impl(kind, _impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{NAMESPACE}::{kind}", _FAKES[kind], lib=_LIB)
+    return getattr(torch.ops.autokernel, kind).default
+
+
+matmul = _define("matmul")
+softmax = _define("softmax")
+layernorm = _define("layernorm")
+rmsnorm = _define("rmsnorm")
+cross_entropy = _define("cross_entropy")
+reduce = _define("reduce")
+flash_attention = _define("flash_attention")
+fused_mlp = _define("fused_mlp")
+rotary_embedding = _define("rotary_embedding")
 
 OPS: dict[str, Callable] = {
     "matmul": matmul,

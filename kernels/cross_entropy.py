@@ -44,6 +44,11 @@ SEARCH_SPACE = {
     "num_warps": [1, 2, 4, 8, 16],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 IGNORE_INDEX = -100  # as reference.IGNORE_INDEX and torch.nn.functional.cross_entropy
 MEAN_BLOCK = 1024  # row losses summed per step by the one-program mean kernel
 COMBINE_TILE = 2048  # partials merged per program by the split variant's combine kernel
@@ -202,16 +207,37 @@ def _split_combine_kernel(
 
 
 def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    key = (
+        logits.shape,
+        logits.stride(),
+        logits.dtype,
+        logits.device,
+        logits.data_ptr() % 16,
+        targets.shape,
+        targets.stride(),
+        targets.dtype,
+        targets.data_ptr() % 16,
+        *CONFIG.values(),
+    )
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(logits, targets))
+    return run(logits, targets)
+
+
+def _plan(logits: torch.Tensor, targets: torch.Tensor):
+    """run(logits, targets) for every call with their signature (see _PLANS)."""
     n_rows, n_cols = logits.shape
+    device = logits.device
     out_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    out = torch.empty((), dtype=out_dtype, device=logits.device)
-    if logits.stride(-1) != 1:
+    copy_logits = logits.stride(-1) != 1
+    copy_targets = not targets.is_contiguous()
+    if copy_logits:
         logits = logits.contiguous()
-    targets = targets.contiguous()
-    row_loss = torch.empty((n_rows,), dtype=torch.float32, device=logits.device)
+    row_losses = None  # launch(logits, targets, row_loss), or None: every row loss is NaN
 
     if n_rows > 0 and CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
-        _split(logits, targets, row_loss)
+        row_losses = _split(logits)
     elif n_rows > 0 and n_cols > 0:
         padded = _pow2(n_cols)
         # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384).
@@ -222,75 +248,73 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
         rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], _pow2(n_rows))
         num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
-        _cross_entropy_kernel[(_cdiv(n_rows, rows),)](
-            logits,
-            targets,
-            row_loss,
-            logits.stride(0),
-            n_rows,
-            n_cols,
-            IGNORE=IGNORE_INDEX,
-            BLOCK_COLS=block_cols,
-            ROWS=rows,
-            SINGLE=single,
-            VEC=16 // logits.element_size() if logits.data_ptr() % 16 == 0 else 1,
-            num_warps=num_warps,
+        vec = 16 // logits.element_size() if logits.data_ptr() % 16 == 0 else 1
+        row_losses = _launcher(
+            _cross_entropy_kernel,
+            (_cdiv(n_rows, rows),),
+            # X_row_stride, n_rows, n_cols, IGNORE, BLOCK_COLS, ROWS, SINGLE, VEC
+            (logits.stride(0), n_rows, n_cols, IGNORE_INDEX, block_cols, rows, single, vec),
+            {"num_warps": num_warps},
         )
-    elif n_rows > 0:
-        # No classes (torch raises): nothing to read, every row loss is undefined (NaN).
-        row_loss = torch.full((n_rows,), float("nan"), dtype=torch.float32, device=logits.device)
+    # With no classes (torch raises) nothing is read: every row loss is undefined (NaN).
 
     block = min(MEAN_BLOCK, _pow2(max(n_rows, 1)))
-    _cross_entropy_mean_kernel[(1,)](
-        row_loss,
-        targets,
-        out,
-        n_rows,
-        IGNORE=IGNORE_INDEX,
-        BLOCK=block,
-        num_warps=max(1, min(4, block // 256)),
+    mean = _launcher(
+        _cross_entropy_mean_kernel,
+        (1,),
+        (n_rows, IGNORE_INDEX, block),  # n_rows, IGNORE, BLOCK
+        {"num_warps": max(1, min(4, block // 256))},
     )
-    return out
+
+    def run(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        out = torch.empty((), dtype=out_dtype, device=device)
+        if copy_logits:
+            logits = logits.contiguous()
+        if copy_targets:
+            targets = targets.contiguous()
+        if row_losses is None:
+            row_loss = torch.full((n_rows,), float("nan"), dtype=torch.float32, device=device)
+        else:
+            row_loss = torch.empty((n_rows,), dtype=torch.float32, device=device)
+            row_losses(logits, targets, row_loss)
+        mean(row_loss, targets, out)
+        return out
+
+    return run
 
 
-def _split(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) -> None:
+def _split(logits: torch.Tensor):
+    """launch(logits, targets, row_loss) for the "split" variant."""
     n_rows, n_cols = logits.shape
+    device = logits.device
     chunk = CONFIG["SPLIT_CHUNK"]
     n_chunks = _cdiv(n_cols, chunk)
     block_cols = min(CONFIG["BLOCK_SIZE"], chunk)
-    # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the logits.
-    part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=logits.device)
-    part_s = torch.empty_like(part_m)
-    _split_stats_kernel[(n_rows * n_chunks,)](
-        logits,
-        targets,
-        part_m,
-        part_s,
-        logits.stride(0),
-        n_cols,
-        n_chunks,
-        IGNORE=IGNORE_INDEX,
-        CHUNK=chunk,
-        BLOCK_COLS=block_cols,
-        num_warps=max(1, min(CONFIG["num_warps"], block_cols // 256)),
+    stats = _launcher(
+        _split_stats_kernel,
+        (n_rows * n_chunks,),
+        # X_row_stride, n_cols, n_chunks, IGNORE, CHUNK, BLOCK_COLS
+        (logits.stride(0), n_cols, n_chunks, IGNORE_INDEX, chunk, block_cols),
+        {"num_warps": max(1, min(CONFIG["num_warps"], block_cols // 256))},
     )
     chunks_pow2 = _pow2(n_chunks)
     rows = max(1, min(COMBINE_TILE // chunks_pow2, _pow2(n_rows)))
-    _split_combine_kernel[(_cdiv(n_rows, rows),)](
-        logits,
-        targets,
-        part_m,
-        part_s,
-        row_loss,
-        logits.stride(0),
-        n_rows,
-        n_cols,
-        n_chunks,
-        IGNORE=IGNORE_INDEX,
-        ROWS=rows,
-        CHUNKS_POW2=chunks_pow2,
-        num_warps=max(1, min(4, rows * chunks_pow2 // 256)),
+    combine = _launcher(
+        _split_combine_kernel,
+        (_cdiv(n_rows, rows),),
+        # X_row_stride, n_rows, n_cols, n_chunks, IGNORE, ROWS, CHUNKS_POW2
+        (logits.stride(0), n_rows, n_cols, n_chunks, IGNORE_INDEX, rows, chunks_pow2),
+        {"num_warps": max(1, min(4, rows * chunks_pow2 // 256))},
     )
+
+    def launch(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) -> None:
+        # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the logits.
+        part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=device)
+        part_s = torch.empty_like(part_m)
+        stats(logits, targets, part_m, part_s)
+        combine(logits, targets, part_m, part_s, row_loss)
+
+    return launch
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -303,3 +327,65 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

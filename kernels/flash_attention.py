@@ -40,6 +40,11 @@ SEARCH_SPACE = {
     "num_stages": [1, 2, 3, 4],
     "FP32_PRECISION": ["tf32x3"],
 }
+
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
 # FP32_PRECISION "ieee" is correct but left out: at head_dim 128 its FMA dots spill registers
 # even in 32x32 tiles (sm_90 compile), where tf32x3 spills nothing.
 
@@ -226,6 +231,31 @@ def kernel_fn(
     causal: bool = True,
     sm_scale: float | None = None,
 ) -> torch.Tensor:
+    key = (
+        Q.shape,
+        Q.stride(),
+        Q.dtype,
+        Q.device,
+        Q.data_ptr() % 16,
+        K.shape,
+        K.stride(),
+        K.dtype,
+        K.data_ptr() % 16,
+        V.shape,
+        V.stride(),
+        V.dtype,
+        V.data_ptr() % 16,
+        bool(causal),
+        *CONFIG.values(),
+    )
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(Q, K, V, bool(causal)))
+    return run(Q, K, V, sm_scale)
+
+
+def _plan(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool):
+    """run(Q, K, V, sm_scale) for every call with their signature and causal (see _PLANS)."""
     batch, n_heads, seq_q, head_dim = Q.shape
     kv_heads, seq_k = K.shape[1], K.shape[2]
     if n_heads % kv_heads:
@@ -240,8 +270,8 @@ def kernel_fn(
         raise ValueError(f"unknown VARIANT {CONFIG['VARIANT']!r}")
     out = torch.empty_like(Q)
     if out.numel() == 0:
-        return out
-    scale = sm_scale if sm_scale is not None else head_dim**-0.5  # a Python float
+        return lambda Q, K, V, sm_scale: torch.empty_like(Q)
+    default_scale = head_dim**-0.5
 
     if Q.dtype == torch.float32:
         dot_mode = CONFIG["FP32_PRECISION"]
@@ -262,29 +292,95 @@ def kernel_fn(
     stage_bytes = 2 * block_n * block_d * elt
     num_stages = max(1, min(CONFIG["num_stages"], (SMEM_BYTES - q_bytes) // stage_bytes))
 
-    grid = (triton.cdiv(seq_q, block_m), batch * n_heads)
-    _flash_attention_kernel[grid](
-        Q,
-        K,
-        V,
-        out,
-        scale * LOG2E,
-        n_heads,
-        n_heads // kv_heads,
-        seq_q,
-        seq_k,
-        *Q.stride(),
-        *K.stride(),
-        *V.stride(),
-        *out.stride(),
-        CAUSAL=bool(causal),
-        SPLIT_DIAGONAL=CONFIG["VARIANT"] == "split_diagonal",
-        HEAD_DIM=head_dim,
-        BLOCK_D=block_d,
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        DOT_MODE=dot_mode,
-        num_warps=CONFIG["num_warps"],
-        num_stages=num_stages,
+    launch = _launcher(
+        _flash_attention_kernel,
+        (triton.cdiv(seq_q, block_m), batch * n_heads),
+        (
+            n_heads,
+            n_heads // kv_heads,
+            seq_q,
+            seq_k,
+            *Q.stride(),
+            *K.stride(),
+            *V.stride(),
+            *out.stride(),
+            causal,  # CAUSAL
+            CONFIG["VARIANT"] == "split_diagonal",  # SPLIT_DIAGONAL
+            head_dim,  # HEAD_DIM
+            block_d,  # BLOCK_D
+            block_m,  # BLOCK_M
+            block_n,  # BLOCK_N
+            dot_mode,  # DOT_MODE
+        ),
+        {"num_warps": CONFIG["num_warps"], "num_stages": num_stages},
     )
-    return out
+
+    def run(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: float | None):
+        out = torch.empty_like(Q)
+        scale = sm_scale if sm_scale is not None else default_scale  # a Python float
+        launch(Q, K, V, out, scale * LOG2E)
+        return out
+
+    return run
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

@@ -60,6 +60,11 @@ SEARCH_SPACE = {
     "DOWN_num_stages": [2, 3, 4, 5],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 SMEM_BYTES = 200 * 1024  # pipeline-buffer budget per program; the H200 allows 227 KB
 FP32_MAX_BLOCK_MN = 64  # fp32 inputs: fp32 tiles (and fp64 accumulators) cost twice the space
 FP32_MAX_BLOCK_K = 32
@@ -242,6 +247,23 @@ def _stages(wanted: int, stage_bytes: int) -> int:
 def kernel_fn(
     x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
 ) -> torch.Tensor:
+    key = (
+        x.shape,
+        x.stride(),
+        x.dtype,
+        x.device,
+        x.data_ptr() % 16,
+        *[(w.shape, w.stride(), w.dtype, w.data_ptr() % 16) for w in (w_gate, w_up, w_down)],
+        *CONFIG.values(),
+    )
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(x, w_gate, w_up, w_down))
+    return run(x, w_gate, w_up, w_down)
+
+
+def _plan(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor):
+    """run(x, w_gate, w_up, w_down) for every call with their signature (see _PLANS)."""
     n_hidden = x.shape[-1]
     n_inter = w_gate.shape[0]
     if w_gate.shape != (n_inter, n_hidden) or w_up.shape != (n_inter, n_hidden):
@@ -251,12 +273,14 @@ def kernel_fn(
     if CONFIG["VARIANT"] != "two_kernels":
         raise ValueError(f"unknown VARIANT {CONFIG['VARIANT']!r}")
     x2 = x.reshape(-1, n_hidden)
+    # Rows reachable through x's own pointer: pass x as it is; else every call reshapes (copies).
+    as_is = x2.data_ptr() == x.data_ptr()
     M = x2.shape[0]
-    out = torch.empty((M, n_hidden), dtype=x.dtype, device=x.device)
+    out_shape, dtype, device = (*x.shape[:-1], n_hidden), x.dtype, x.device
     if M == 0 or n_hidden == 0:
-        return out.reshape(x.shape)
+        return lambda x, w_gate, w_up, w_down: torch.empty(out_shape, dtype=dtype, device=device)
     if n_inter == 0:
-        return torch.zeros_like(x)
+        return lambda x, w_gate, w_up, w_down: torch.zeros_like(x)
 
     is_fp32 = x.dtype == torch.float32
     if is_fp32:
@@ -266,7 +290,7 @@ def kernel_fn(
     else:
         dot_mode = "native"
     h_fp32 = is_fp32 or CONFIG["H_DTYPE"] == "fp32"
-    h = torch.empty((M, n_inter), dtype=torch.float32 if h_fp32 else x.dtype, device=x.device)
+    h_dtype = torch.float32 if h_fp32 else x.dtype
     elt = 4 if is_fp32 else 2
     h_elt = 4 if h_fp32 else 2
 
@@ -287,53 +311,125 @@ def kernel_fn(
         block_m, block_i = _fill_sms(M, n_inter, block_m, block_i, num_sms)
         down_m, down_n = _fill_sms(M, n_hidden, down_m, down_n, num_sms)
 
-    grid1 = (triton.cdiv(M, block_m) * triton.cdiv(n_inter, block_i),)
-    _gate_up_kernel[grid1](
-        x2,
-        w_gate,
-        w_up,
-        h,
-        M,
-        n_inter,
-        n_hidden,
-        x2.stride(0),
-        x2.stride(1),
-        w_gate.stride(0),
-        w_gate.stride(1),
-        w_up.stride(0),
-        w_up.stride(1),
-        h.stride(0),
-        h.stride(1),
-        BLOCK_M=block_m,
-        BLOCK_I=block_i,
-        BLOCK_K=block_k,
-        GROUP_M=CONFIG["GROUP_M"],
-        DOT_MODE=dot_mode,
-        num_warps=CONFIG["num_warps"],
-        num_stages=_stages(CONFIG["num_stages"], (block_m + 2 * block_i) * block_k * elt),
+    # h and out are fresh and contiguous in every call: (M, n_inter) and (M, n_hidden) rows.
+    gate_up = _launcher(
+        _gate_up_kernel,
+        (triton.cdiv(M, block_m) * triton.cdiv(n_inter, block_i),),
+        (
+            M,
+            n_inter,
+            n_hidden,
+            *x2.stride(),
+            *w_gate.stride(),
+            *w_up.stride(),
+            n_inter,  # H row stride
+            1,  # H column stride
+            block_m,  # BLOCK_M
+            block_i,  # BLOCK_I
+            block_k,  # BLOCK_K
+            CONFIG["GROUP_M"],  # GROUP_M
+            dot_mode,  # DOT_MODE
+        ),
+        {
+            "num_warps": CONFIG["num_warps"],
+            "num_stages": _stages(CONFIG["num_stages"], (block_m + 2 * block_i) * block_k * elt),
+        },
+    )
+    down = _launcher(
+        _down_kernel,
+        (triton.cdiv(M, down_m) * triton.cdiv(n_hidden, down_n),),
+        (
+            M,
+            n_hidden,
+            n_inter,
+            n_inter,  # H row stride
+            1,  # H column stride
+            *w_down.stride(),
+            n_hidden,  # out row stride
+            1,  # out column stride
+            down_m,  # BLOCK_M
+            down_n,  # BLOCK_N
+            down_k,  # BLOCK_K
+            CONFIG["GROUP_M"],  # GROUP_M
+            dot_mode,  # DOT_MODE
+            h_fp32 and not is_fp32,  # SPLIT_H
+        ),
+        {
+            "num_warps": CONFIG["DOWN_num_warps"],
+            "num_stages": _stages(
+                CONFIG["DOWN_num_stages"], (down_m * h_elt + down_n * elt) * down_k
+            ),
+        },
     )
 
-    grid2 = (triton.cdiv(M, down_m) * triton.cdiv(n_hidden, down_n),)
-    _down_kernel[grid2](
-        h,
-        w_down,
-        out,
-        M,
-        n_hidden,
-        n_inter,
-        h.stride(0),
-        h.stride(1),
-        w_down.stride(0),
-        w_down.stride(1),
-        out.stride(0),
-        out.stride(1),
-        BLOCK_M=down_m,
-        BLOCK_N=down_n,
-        BLOCK_K=down_k,
-        GROUP_M=CONFIG["GROUP_M"],
-        DOT_MODE=dot_mode,
-        SPLIT_H=h_fp32 and not is_fp32,
-        num_warps=CONFIG["DOWN_num_warps"],
-        num_stages=_stages(CONFIG["DOWN_num_stages"], (down_m * h_elt + down_n * elt) * down_k),
+    def run(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor):
+        x = x if as_is else x.reshape(-1, n_hidden)
+        h = torch.empty((M, n_inter), dtype=h_dtype, device=device)
+        out = torch.empty(out_shape, dtype=dtype, device=device)
+        gate_up(x, w_gate, w_up, h)
+        down(h, w_down, out)
+        return out
+
+    return run
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
     )
-    return out.reshape(*x.shape[:-1], n_hidden)
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

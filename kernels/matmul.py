@@ -45,6 +45,11 @@ SEARCH_SPACE = {
     "FP32_PRECISION": ["fp64"],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 SMEM_BYTES = 200 * 1024  # pipeline-buffer budget per program; the H200 allows 227 KB
 FP32_MAX_BLOCK_MN = 64  # fp32 inputs: fp32 tiles (and fp64 accumulators) cost twice the space
 FP32_MAX_BLOCK_K = 32
@@ -130,15 +135,35 @@ def _block(cap: int, dim: int) -> int:
 
 
 def kernel_fn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    key = (
+        A.shape,
+        A.stride(),
+        A.dtype,
+        A.device,
+        A.data_ptr() % 16,
+        B.shape,
+        B.stride(),
+        B.dtype,
+        B.data_ptr() % 16,
+        *CONFIG.values(),
+    )
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(A, B))
+    return run(A, B)
+
+
+def _plan(A: torch.Tensor, B: torch.Tensor):
+    """run(A, B) for every call with their signature (see _PLANS)."""
     M, K = A.shape
     K2, N = B.shape
     if K != K2:
         raise ValueError(f"inner dimensions differ: A is {tuple(A.shape)}, B is {tuple(B.shape)}")
     if A.dtype != B.dtype:
         raise ValueError(f"A and B must share a dtype, got {A.dtype} and {B.dtype}")
-    C = torch.empty((M, N), dtype=A.dtype, device=A.device)
+    dtype, device = A.dtype, A.device
     if M == 0 or N == 0:
-        return C
+        return lambda A, B: torch.empty((M, N), dtype=dtype, device=device)
 
     if A.dtype == torch.float32:
         dot_mode = CONFIG["FP32_PRECISION"]
@@ -168,26 +193,91 @@ def kernel_fn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     stage_bytes = (block_m * block_k + block_k * block_n) * elt
     num_stages = max(1, min(CONFIG["num_stages"], SMEM_BYTES // stage_bytes))
 
-    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
-    _matmul_kernel[grid](
-        A,
-        B,
-        C,
-        M,
-        N,
-        K,
-        A.stride(0),
-        A.stride(1),
-        B.stride(0),
-        B.stride(1),
-        C.stride(0),
-        C.stride(1),
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        BLOCK_K=block_k,
-        GROUP_M=CONFIG["GROUP_M"],
-        DOT_MODE=dot_mode,
-        num_warps=CONFIG["num_warps"],
-        num_stages=num_stages,
+    C = torch.empty((M, N), dtype=dtype, device=device)
+    launch = _launcher(
+        _matmul_kernel,
+        (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),),
+        (
+            M,
+            N,
+            K,
+            *A.stride(),
+            *B.stride(),
+            *C.stride(),
+            block_m,  # BLOCK_M
+            block_n,  # BLOCK_N
+            block_k,  # BLOCK_K
+            CONFIG["GROUP_M"],  # GROUP_M
+            dot_mode,  # DOT_MODE
+        ),
+        {"num_warps": CONFIG["num_warps"], "num_stages": num_stages},
     )
-    return C
+
+    def run(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+        C = torch.empty((M, N), dtype=dtype, device=device)
+        launch(A, B, C)
+        return C
+
+    return run
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

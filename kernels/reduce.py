@@ -39,6 +39,11 @@ SEARCH_SPACE = {
     "num_warps": [1, 2, 4, 8, 16],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 PROGRAMS_PER_SM = 4  # "split" cuts rows until about this many programs per SM are running
 CPU_PROGRAMS = 16  # the interpreter has no SMs; a small target still exercises the split path
 
@@ -102,8 +107,9 @@ def _reduce_kernel(
     tl.store(Y_ptr + rows * Y_row_stride + split, total.to(Y_ptr.dtype.element_ty), mask=row_mask)
 
 
-def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, cols_per_split: int):
-    """Sum each row of x2 (or each of its `splits` column ranges) into y."""
+def _launch_rows(x2: torch.Tensor, y_row_stride: int, splits: int, cols_per_split: int):
+    """launch(x, y): sum each row of x (shaped as x2), or each of its `splits` column ranges,
+    into y."""
     n_rows, n_cols = x2.shape
     block_cols = _block_cols(min(n_cols, cols_per_split))
     # Rows are grouped only when each fits one step; a row walked in steps gets its own program.
@@ -114,19 +120,23 @@ def _launch(x2: torch.Tensor, y: torch.Tensor, y_row_stride: int, splits: int, c
     # more warps then only add reduction overhead, narrow row groups want the warps).
     per_thread = 16 if block_cols < span else 8
     num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // (32 * per_thread)))
-    _reduce_kernel[(_cdiv(n_rows, rows), splits)](
-        x2,
-        y,
-        x2.stride(0),
-        y_row_stride,
-        n_rows,
-        n_cols,
-        cols_per_split,
-        BLOCK_COLS=block_cols,
-        ROWS=rows,
-        VEC=_vec(x2, splits, cols_per_split) if rows == 1 else 1,
-        SPLIT=splits > 1,
-        num_warps=num_warps,
+    vec = _vec(x2, splits, cols_per_split) if rows == 1 else 1
+    return _launcher(
+        _reduce_kernel,
+        (_cdiv(n_rows, rows), splits),
+        # X_row_stride, Y_row_stride, n_rows, n_cols, cols_per_split, BLOCK_COLS, ROWS, VEC, SPLIT
+        (
+            x2.stride(0),
+            y_row_stride,
+            n_rows,
+            n_cols,
+            cols_per_split,
+            block_cols,
+            rows,
+            vec,
+            splits > 1,
+        ),
+        {"num_warps": num_warps},
     )
 
 
@@ -145,16 +155,24 @@ def _vec(x2: torch.Tensor, splits: int, cols_per_split: int) -> int:
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
-    out_shape = x.shape[:-1]
-    n_cols = x.shape[-1]
+    key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, *CONFIG.values())
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(x))
+    return run(x)
+
+
+def _plan(x: torch.Tensor):
+    """run(x) for every call with x's signature (see _PLANS)."""
+    out_shape, dtype, device, n_cols = x.shape[:-1], x.dtype, x.device, x.shape[-1]
     if n_cols == 0:
-        return torch.zeros(out_shape, dtype=x.dtype, device=x.device)
-    y = torch.empty(out_shape, dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y
-    if x.stride(-1) != 1:
-        x = x.contiguous()
+        return lambda x: torch.zeros(out_shape, dtype=dtype, device=device)
+    if x.numel() == 0:
+        return lambda x: torch.empty(out_shape, dtype=dtype, device=device)
     x2 = x.reshape(-1, n_cols)
+    # Rows reachable through x's own pointer: pass x as it is; else every call copies.
+    as_is = x2.data_ptr() == x.data_ptr() and x2.stride(-1) == 1
+    x2 = x2 if as_is else x2.contiguous()
     n_rows = x2.shape[0]
 
     block_cols = _block_cols(n_cols)
@@ -170,16 +188,36 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
             target = CPU_PROGRAMS
         if row_programs < target:
             splits = min(_cdiv(n_cols, block_cols), _cdiv(target, row_programs))
+
+    def take(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x as the kernels read it, and a fresh output."""
+        y = torch.empty(out_shape, dtype=dtype, device=device)
+        return (x if as_is else x.reshape(-1, n_cols).contiguous()), y
+
     if splits == 1:
-        _launch(x2, y, 1, 1, n_cols)
-        return y
+        launch = _launch_rows(x2, 1, 1, n_cols)
+
+        def run(x: torch.Tensor) -> torch.Tensor:
+            x, y = take(x)
+            launch(x, y)
+            return y
+
+        return run
     # Whole chunks per range, then drop ranges that would be empty.
     cols_per_split = _cdiv(_cdiv(n_cols, block_cols), splits) * block_cols
     splits = _cdiv(n_cols, cols_per_split)
-    partial = torch.empty((n_rows, splits), dtype=torch.float32, device=x.device)
-    _launch(x2, partial, splits, splits, cols_per_split)
-    _launch(partial, y, 1, 1, splits)
-    return y
+    partial = torch.empty((n_rows, splits), dtype=torch.float32, device=device)
+    ranges = _launch_rows(x2, splits, splits, cols_per_split)
+    totals = _launch_rows(partial, 1, 1, splits)
+
+    def run_split(x: torch.Tensor) -> torch.Tensor:
+        x, y = take(x)
+        partial = torch.empty((n_rows, splits), dtype=torch.float32, device=device)
+        ranges(x, partial)
+        totals(partial, y)
+        return y
+
+    return run_split
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -192,3 +230,65 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

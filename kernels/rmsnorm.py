@@ -37,17 +37,22 @@ SEARCH_SPACE = {
     "num_warps": [2, 4, 8, 16, 32],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 
 @triton.jit
 def _rmsnorm_kernel(
     X_ptr,
     W_ptr,
     Y_ptr,
+    eps,
     X_row_stride,
     Y_row_stride,
     n_rows,
     n_cols,
-    eps,
     BLOCK_N: tl.constexpr,
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
@@ -105,26 +110,35 @@ def _rmsnorm_kernel(
                 tl.store(y_base + c, y.to(Y_ptr.dtype.element_ty), mask=edge)
 
 
-def _vec(x2: torch.Tensor, y2: torch.Tensor) -> int:
-    """Elements per 16 bytes when x and y rows sit at the same offsets from 16-byte-aligned
-    bases (the chunked walk then starts rows at aligned addresses), else 1."""
-    aligned = x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0
-    return 16 // x2.element_size() if aligned and x2.stride(0) == y2.stride(0) else 1
-
-
-def _prev_pow2(n: int) -> int:
-    return 1 << (max(1, int(n)).bit_length() - 1)
-
-
 def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    n_cols = x.shape[-1]
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if out.numel() == 0:
-        return out
+    key = (
+        x.shape,
+        x.stride(),
+        x.dtype,
+        x.device,
+        x.data_ptr() % 16,
+        weight.shape,
+        weight.stride(),
+        weight.dtype,
+        weight.data_ptr() % 16,
+        *CONFIG.values(),
+    )
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(x, weight))
+    return run(x, weight, eps)
+
+
+def _plan(x: torch.Tensor, weight: torch.Tensor):
+    """run(x, weight, eps) for every call with x's and weight's signature (see _PLANS)."""
+    shape, dtype, device, n_cols = x.shape, x.dtype, x.device, x.shape[-1]
+    if x.numel() == 0:
+        return lambda x, weight, eps: torch.empty(shape, dtype=dtype, device=device)
     x2 = x.reshape(-1, n_cols)
-    if x2.stride(-1) != 1:
-        x2 = x2.contiguous()
-    y2 = out.view(-1, n_cols)
+    # Rows reachable through x's own pointer: pass x as it is; else every call copies.
+    as_is = x2.data_ptr() == x.data_ptr() and x2.stride(-1) == 1
+    x2 = x2 if as_is else x2.contiguous()
+    y2 = torch.empty(shape, dtype=dtype, device=device).view(-1, n_cols)
     n_rows = x2.shape[0]
 
     cap = _prev_pow2(CONFIG["BLOCK_SIZE"])
@@ -136,23 +150,37 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
         max(1, cap // block_n) if block_n >= n_cols else 1,  # a chunked row: one per program
         _pow2(n_rows),
     )
-    grid = _cdiv(n_rows, rows)
-    _rmsnorm_kernel[(grid,)](
-        x2,
-        weight.contiguous(),
-        y2,
-        x2.stride(0),
-        y2.stride(0),
-        n_rows,
-        n_cols,
-        eps,
-        BLOCK_N=block_n,
-        ROWS=rows,
-        SINGLE=single,
-        VEC=_vec(x2, y2),
-        num_warps=CONFIG["num_warps"],
+    launch = _launcher(
+        _rmsnorm_kernel,
+        (_cdiv(n_rows, rows),),
+        # X_row_stride, Y_row_stride, n_rows, n_cols, BLOCK_N, ROWS, SINGLE, VEC
+        (x2.stride(0), y2.stride(0), n_rows, n_cols, block_n, rows, single, _vec(x2, y2)),
+        {"num_warps": CONFIG["num_warps"]},
     )
-    return out
+    contiguous, w_contiguous = x.is_contiguous(), weight.is_contiguous()
+
+    def run(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        if contiguous:
+            out = torch.empty_like(x)
+        else:
+            out = torch.empty(shape, dtype=dtype, device=device)
+            x = x if as_is else x.reshape(-1, n_cols).contiguous()
+        launch(x, weight if w_contiguous else weight.contiguous(), out, float(eps))
+        return out
+
+    return run
+
+
+def _vec(x2: torch.Tensor, y2: torch.Tensor) -> int:
+    """Elements per 16 bytes when x and y rows sit at the same offsets from 16-byte-aligned
+    bases (the chunked walk then starts rows at aligned addresses), else 1. Fresh allocations
+    are aligned, and x's alignment is part of the plan's key."""
+    aligned = x2.data_ptr() % 16 == 0 and y2.data_ptr() % 16 == 0
+    return 16 // x2.element_size() if aligned and x2.stride(0) == y2.stride(0) else 1
+
+
+def _prev_pow2(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -165,3 +193,65 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

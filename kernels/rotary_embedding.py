@@ -28,6 +28,11 @@ SEARCH_SPACE = {
     "num_warps": [1, 2, 4, 8, 16],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 
 @triton.jit
 def _rotary_embedding_kernel(
@@ -84,51 +89,89 @@ def _rotary_embedding_kernel(
 
 
 def kernel_fn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    key = (
+        x.shape,
+        x.stride(),
+        x.dtype,
+        x.device,
+        x.data_ptr() % 16,
+        cos.shape,
+        cos.stride(),
+        cos.dtype,
+        cos.data_ptr() % 16,
+        sin.shape,
+        sin.stride(),
+        sin.dtype,
+        sin.data_ptr() % 16,
+        *CONFIG.values(),
+    )
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(x, cos, sin))
+    return run(x, cos, sin)
+
+
+def _plan(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    """run(x, cos, sin) for every call with their signature (see _PLANS)."""
     batch, n_heads, seq_len, head_dim = x.shape
     if head_dim % 2:
         raise ValueError(f"head_dim must be even, got {head_dim}")
-    out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
-    if out.numel() == 0:
-        return out
-    if x.stride(-1) != 1:
-        x = x.contiguous()
-    cos = cos.reshape(seq_len, head_dim)
-    sin = sin.reshape(seq_len, head_dim)
-    if cos.stride(-1) != 1:
-        cos = cos.contiguous()
-    if sin.stride(-1) != 1:
-        sin = sin.contiguous()
+    shape, dtype, device = x.shape, x.dtype, x.device
+    if x.numel() == 0:
+        return lambda x, cos, sin: torch.empty(shape, dtype=dtype, device=device)
+    copy_x = x.stride(-1) != 1
+    x = x.contiguous() if copy_x else x
+    cos2, sin2 = _table(cos, seq_len, head_dim), _table(sin, seq_len, head_dim)
+    # A table whose (seq, head_dim) rows are reachable through its own pointer is passed as
+    # it is; any other is copied by every call.
+    cos_as_is = cos2.data_ptr() == cos.data_ptr()
+    sin_as_is = sin2.data_ptr() == sin.data_ptr()
+    out = torch.empty(shape, dtype=dtype, device=device)
 
     half = head_dim // 2
     n_bh = batch * n_heads
     block_seq = min(CONFIG["BLOCK_SEQ"], _pow2(seq_len))
     heads = min(CONFIG["HEADS_PER_PROGRAM"], n_bh)
     n_bh_blocks = _cdiv(n_bh, heads)
-    grid = (n_bh_blocks * _cdiv(seq_len, block_seq),)
-    _rotary_embedding_kernel[grid](
-        x,
-        cos,
-        sin,
-        out,
-        x.stride(0),
-        x.stride(1),
-        x.stride(2),
-        out.stride(0),
-        out.stride(1),
-        out.stride(2),
-        cos.stride(0),
-        sin.stride(0),
-        n_heads,
-        n_bh,
-        seq_len,
-        half,
-        n_bh_blocks,
-        BLOCK_SEQ=block_seq,
-        BLOCK_HALF=_pow2(half),
-        HEADS=heads,
-        num_warps=CONFIG["num_warps"],
+    launch = _launcher(
+        _rotary_embedding_kernel,
+        (n_bh_blocks * _cdiv(seq_len, block_seq),),
+        (
+            *x.stride()[:3],  # X_batch_stride, X_head_stride, X_seq_stride
+            *out.stride()[:3],  # Y_batch_stride, Y_head_stride, Y_seq_stride
+            cos2.stride(0),
+            sin2.stride(0),
+            n_heads,
+            n_bh,
+            seq_len,
+            half,
+            n_bh_blocks,
+            block_seq,  # BLOCK_SEQ
+            _pow2(half),  # BLOCK_HALF
+            heads,  # HEADS
+        ),
+        {"num_warps": CONFIG["num_warps"]},
     )
-    return out
+    contiguous = x.is_contiguous()
+
+    def run(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if contiguous and not copy_x:
+            out = torch.empty_like(x)
+        else:
+            out = torch.empty(shape, dtype=dtype, device=device)
+            x = x.contiguous() if copy_x else x
+        cos = cos if cos_as_is else _table(cos, seq_len, head_dim)
+        sin = sin if sin_as_is else _table(sin, seq_len, head_dim)
+        launch(x, cos, sin, out)
+        return out
+
+    return run
+
+
+def _table(t: torch.Tensor, seq_len: int, head_dim: int) -> torch.Tensor:
+    """cos or sin as (seq_len, head_dim) rows of unit column stride."""
+    t = t.reshape(seq_len, head_dim)
+    return t if t.stride(-1) == 1 else t.contiguous()
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -141,3 +184,65 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

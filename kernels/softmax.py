@@ -44,6 +44,11 @@ SEARCH_SPACE = {
     "num_warps": [1, 2, 4, 8, 16, 32],
 }
 
+# Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
+# that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
+# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+_PLANS: dict = {}
+
 
 @triton.jit
 def _softmax_kernel(
@@ -185,19 +190,36 @@ def _split_normalize_kernel(
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
-    shape = x.shape
-    n_cols = shape[-1]
-    if x.numel() == 0:
-        return torch.empty(shape, dtype=x.dtype, device=x.device)
-    if x.stride(-1) != 1:
-        x = x.contiguous()
-    x2 = x.reshape(-1, n_cols)
-    n_rows = x2.shape[0]
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    key = (x.shape, x.stride(), x.dtype, x.device, x.data_ptr() % 16, *CONFIG.values())
+    run = _PLANS.get(key)
+    if run is None:
+        run = _remember(key, _plan(x))
+    return run(x)
 
-    padded = _pow2(n_cols)
+
+def _plan(x: torch.Tensor):
+    """run(x) for every call with x's signature (see _PLANS)."""
+    shape, dtype, device, n_cols = x.shape, x.dtype, x.device, x.shape[-1]
+    if x.numel() == 0:
+        return lambda x: torch.empty(shape, dtype=dtype, device=device)
+    x2 = x.reshape(-1, n_cols)
+    # Rows reachable through x's own pointer: pass x as it is; else every call copies.
+    as_is = x2.data_ptr() == x.data_ptr() and x2.stride(-1) == 1
+    x2 = x2 if as_is else x2.contiguous()
+    n_rows = x2.shape[0]
+    y = torch.empty((n_rows, n_cols), dtype=dtype, device=device)
+    contiguous = x.is_contiguous()
+
+    def take(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x as the kernels read it, and a fresh output."""
+        if contiguous:
+            return x, torch.empty_like(x)
+        y = torch.empty(shape, dtype=dtype, device=device)
+        return (x if as_is else x.reshape(-1, n_cols).contiguous()), y
+
     if CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
-        return _split(x2, y, n_cols).view(shape)
+        return _split(x2, y, take)
+    padded = _pow2(n_cols)
     # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384): "single".
     single = CONFIG["VARIANT"] != "online" and (
         CONFIG["VARIANT"] == "split" or padded <= CONFIG["MAX_SINGLE_COLS"]
@@ -206,68 +228,64 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     rows = max(1, CONFIG["BLOCK_SIZE"] // block_cols)
     rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], _pow2(n_rows))
     num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
-    grid = _cdiv(n_rows, rows)
-
-    _softmax_kernel[(grid,)](
-        x2,
-        y,
-        x2.stride(0),
-        y.stride(0),
-        n_rows,
-        n_cols,
-        BLOCK_COLS=block_cols,
-        ROWS=rows,
-        SINGLE=single,
-        VEC=_vec(x2, y),
-        num_warps=num_warps,
+    launch = _launcher(
+        _softmax_kernel,
+        (_cdiv(n_rows, rows),),
+        # X_row_stride, Y_row_stride, n_rows, n_cols, BLOCK_COLS, ROWS, SINGLE, VEC
+        (x2.stride(0), y.stride(0), n_rows, n_cols, block_cols, rows, single, _vec(x2, y)),
+        {"num_warps": num_warps},
     )
-    return y.view(shape)
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        x, y = take(x)
+        launch(x, y)
+        return y
+
+    return run
 
 
 def _vec(x2: torch.Tensor, y: torch.Tensor) -> int:
     """Elements per 16 bytes when both rows start at the same offset from 16-byte-aligned
-    bases (the kernel then walks rows from aligned addresses), else 1 (no alignment assumed)."""
+    bases (the kernel then walks rows from aligned addresses), else 1 (no alignment assumed).
+    Fresh allocations are aligned, and x's alignment is part of the plan's key."""
     vec = 16 // x2.element_size()
     aligned = x2.data_ptr() % 16 == 0 and y.data_ptr() % 16 == 0
     return vec if aligned and x2.stride(0) == y.stride(0) and vec <= 8 else 1
 
 
-def _split(x2: torch.Tensor, y: torch.Tensor, n_cols: int) -> torch.Tensor:
-    n_rows = x2.shape[0]
+def _split(x2: torch.Tensor, y: torch.Tensor, take):
+    n_rows, n_cols = x2.shape
+    device = x2.device
     chunk = CONFIG["SPLIT_CHUNK"]
     n_chunks = _cdiv(n_cols, chunk)
     block_cols = min(CONFIG["BLOCK_SIZE"], chunk)
     num_warps = max(1, min(CONFIG["num_warps"], block_cols // 256))
-    # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the row itself.
-    part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=x2.device)
-    part_s = torch.empty_like(part_m)
     grid = (n_rows * n_chunks,)
-    _split_stats_kernel[grid](
-        x2,
-        part_m,
-        part_s,
-        x2.stride(0),
-        n_cols,
-        n_chunks,
-        CHUNK=chunk,
-        BLOCK_COLS=block_cols,
-        num_warps=num_warps,
+    stats = _launcher(
+        _split_stats_kernel,
+        grid,
+        # X_row_stride, n_cols, n_chunks, CHUNK, BLOCK_COLS
+        (x2.stride(0), n_cols, n_chunks, chunk, block_cols),
+        {"num_warps": num_warps},
     )
-    _split_normalize_kernel[grid](
-        x2,
-        y,
-        part_m,
-        part_s,
-        x2.stride(0),
-        y.stride(0),
-        n_cols,
-        n_chunks,
-        CHUNK=chunk,
-        BLOCK_COLS=block_cols,
-        CHUNKS_POW2=_pow2(n_chunks),
-        num_warps=num_warps,
+    normalize = _launcher(
+        _split_normalize_kernel,
+        grid,
+        # X_row_stride, Y_row_stride, n_cols, n_chunks, CHUNK, BLOCK_COLS, CHUNKS_POW2
+        (x2.stride(0), y.stride(0), n_cols, n_chunks, chunk, block_cols, _pow2(n_chunks)),
+        {"num_warps": num_warps},
     )
-    return y
+
+    def run(x: torch.Tensor) -> torch.Tensor:
+        x, y = take(x)
+        # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the row itself.
+        part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=device)
+        part_s = torch.empty_like(part_m)
+        stats(x, part_m, part_s)
+        normalize(x, y, part_m, part_s)
+        return y
+
+    return run
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -280,3 +298,65 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
+def _remember(key: tuple, run):
+    """Keep a plan for its signature. A model whose sequence length changes brings a new
+    signature per length, so the table is emptied when it reaches 1024 plans."""
+    if len(_PLANS) >= 1024:
+        _PLANS.clear()
+    _PLANS[key] = run
+    return run
+
+
+def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
+    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
+    that depend only on the call signature. The first launch goes through Triton as usual; on a
+    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
+    the argument binding and cache lookup that made up half of a launch's host time on the
+    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
+    compiled = []
+    usual = kernel[grid]
+
+    def launch(*live) -> None:
+        if compiled:
+            compiled[0](*live, *fixed)
+            return
+        result = usual(*live, *fixed, **options)
+        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
+        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
+        if plain and isinstance(result, triton.compiler.CompiledKernel):
+            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
+
+    return launch
+
+
+def _direct(compiled, grid3: tuple):
+    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
+    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
+    for every launch even when no hook is registered. While a profiler hook is registered, or
+    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
+    runner = compiled[grid3]  # also loads the kernel onto the device
+    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
+    driver, knobs, chain = (
+        triton.runtime.driver.active,
+        triton.knobs.runtime,
+        triton.knobs.HookChain,
+    )
+    g0, g1, g2 = grid3
+    state = {"direct": True}
+
+    def launch(*args) -> None:
+        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
+        quiet = isinstance(enter, chain) and isinstance(leave, chain)
+        if not (state["direct"] and quiet) or enter.calls or leave.calls:
+            runner(*args)
+            return
+        stream = driver.get_current_stream(driver.get_current_device())
+        try:
+            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
+        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
+            state["direct"] = False
+            runner(*args)
+
+    return launch

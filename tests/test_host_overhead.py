@@ -36,3 +36,29 @@ def test_host_helpers_give_the_launch_what_triton_would(name):
 def test_kernel_fn_calls_no_constexpr_function_on_the_host(name):
     source = (KERNELS / f"{name}.py").read_text()
     assert "triton.cdiv(" not in source and "triton.next_power_of_2(" not in source
+
+
+@pytest.mark.slow
+def test_host_overhead_script_reports_three_variants_labelled_cpu(tmp_path):
+    """benchmarks/host_overhead.py on the CPU (interpreter), as the GPU run uses it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = KERNELS.parent
+    rows, table = tmp_path / "rows.json", tmp_path / "table.md"
+    cmd = [sys.executable, str(root / "benchmarks" / "host_overhead.py"), "--types", "softmax"]
+    cmd += ["--calls", "2", "--rounds", "1", "--json", str(rows), "--out", str(table)]
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(rows.read_text())
+    assert data["gpu"] == "CPU" and {"torch", "triton", "commit", "date"} <= set(data)
+    got = {(r["type"], r["size"], r["variant"]) for r in data["rows"]}
+    assert got == {
+        ("softmax", "64x1024", v) for v in ("autokernel host", "autokernel op host", "torch host")
+    }
+    assert all(r["host_us"] > 0 for r in data["rows"])
+    text = table.read_text()
+    assert "CPU, Triton interpreter" in text and "| softmax | 64x1024 |" in text
