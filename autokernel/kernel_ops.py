@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode as _dispatch_mode
 
 if not torch.cuda.is_available():
     # Triton reads this once, when it is first imported (its own tl.sum etc. are jit functions):
@@ -372,12 +373,29 @@ _FAKES: dict[str, Callable] = {
 }
 
 
-def _define(kind: str):
-    """Define torch.ops.autokernel.<kind> and return its overload (what callers call)."""
+def _define(kind: str) -> Callable:
+    """Define torch.ops.autokernel.<kind>; return what callers call (see _eager_shortcut)."""
     _LIB.define(kind + SCHEMAS[kind])
     _LIB.impl(kind, _impl, "CompositeExplicitAutograd")
     torch.library.register_fake(f"{NAMESPACE}::{kind}", _FAKES[kind], lib=_LIB)
-    return getattr(torch.ops.autokernel, kind).default
+    return _eager_shortcut(getattr(torch.ops.autokernel, kind).default)
+
+
+def _eager_shortcut(op: Callable) -> Callable:
+    """The op for tracers, its Router for plain eager calls.
+
+    The op exists so torch.compile, export and fake tensors see one node with a shape rule; a
+    plain eager call gains nothing from the dispatcher's round trip, which cost about 6 us a
+    call on the CPU, more than the launch. is_compiling() comes first: Dynamo folds it to True
+    and never traces the dispatch-mode lookup behind it."""
+
+    def call(*args):
+        if torch.compiler.is_compiling() or _dispatch_mode() is not None:
+            return op(*args)
+        return _route(args[-1], *args[:-1])
+
+    call.op = op  # type: ignore[attr-defined]
+    return call
 
 
 matmul = _define("matmul")

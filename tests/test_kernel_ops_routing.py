@@ -65,3 +65,31 @@ def test_the_op_marks_its_kernel_as_running_inside_it():
     router = Router("softmax", [_stub("probe", lambda x: seen.append(kernel_ops.in_op()) or x + 0)])
     _call(router, torch.ones(2, 2))
     assert seen == [True] and not kernel_ops.in_op()
+
+
+def test_an_eager_call_skips_the_dispatcher_and_a_tracer_gets_the_op():
+    """Plain eager calls go straight to the Router (the dispatcher's round trip cost more host
+    time than a launch); torch.compile must still see the op, or it would trace into Triton."""
+    import torch
+
+    from autokernel import kernel_ops
+
+    router = kernel_ops.Router("softmax", [], policy="plan")  # no kernel: the reference runs
+    slot = kernel_ops.register(router)
+    op = kernel_ops.softmax.op
+    try:
+        x = torch.randn(4, 8)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = kernel_ops.softmax(x, slot)
+        dispatched = [e.name for e in prof.events() if e.name.startswith("autokernel::")]
+        assert dispatched == [] and torch.allclose(out, torch.softmax(x, -1))
+        assert router.fallbacks  # the call did reach the Router
+        compiled = torch.compile(lambda t: kernel_ops.softmax(t, slot) * 2, backend="eager")
+        explained = torch._dynamo.explain(lambda t: kernel_ops.softmax(t, slot) * 2)(x)
+        assert explained.graph_break_count == 0
+        assert any(n.target is op for g in explained.graphs for n in g.graph.nodes), (
+            "the traced graph holds the custom op"
+        )
+        assert torch.allclose(compiled(x), 2 * torch.softmax(x, -1))
+    finally:
+        kernel_ops.unregister(slot)
