@@ -266,7 +266,7 @@ def test_ops_pass_opcheck_and_route_to_the_kernel():
     try:
         x, w, eps = op_inputs("rmsnorm")
         torch.library.opcheck(
-            kernel_ops.rmsnorm, (x, w, eps, slot), test_utils=("test_schema", "test_faketensor")
+            kernel_ops.rmsnorm.op, (x, w, eps, slot), test_utils=("test_schema", "test_faketensor")
         )
         torch.testing.assert_close(
             kernel_ops.rmsnorm(x, w, eps, slot), reference.rmsnorm(x, w, eps)
