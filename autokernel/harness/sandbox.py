@@ -28,7 +28,7 @@ import torch
 
 from autokernel.cache import cache_dir
 from autokernel.harness import prestart
-from autokernel.harness.guards import check_source, literal_assignment
+from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.specs import SPECS, Size
@@ -97,6 +97,8 @@ def _static(path: Path, opts: Options) -> tuple[Verdict | None, str]:
     except SyntaxError as exc:
         msg = f"SyntaxError: {exc.msg} (line {exc.lineno}, column {exc.offset})"
         return _early(path, Status.CRASH, "import", msg), ""
+    except UnjudgeableSource as exc:  # nesting the parser cannot take: refused, not a crash
+        return _early(path, Status.REJECTED, "static", str(exc)), ""
     kernel_type = literal_assignment(source, "KERNEL_TYPE")
     if kernel_type not in SPECS:
         msg = (f"KERNEL_TYPE = {kernel_type!r} is not a kernel type; set it to one of "
