@@ -25,6 +25,7 @@ from rich.table import Table
 from torch import nn
 
 from autokernel.harness.timing import clock_name, measure
+from autokernel.judged import UnjudgedKernel, require_judged
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.patching import Patch
 from autokernel.render import output_console
@@ -149,8 +150,9 @@ def collect_kernels(
 
 def _load(path: Path, name: str, shapes: tuple = ()) -> LoadedKernel:
     try:
+        require_judged(path)  # the user's own process: only files a PASS verdict recorded
         return load_kernel(path, name, shapes)
-    except KernelLoadError as exc:
+    except (KernelLoadError, UnjudgedKernel) as exc:
         raise VerifyError(str(exc)) from None
 
 

@@ -31,6 +31,7 @@ from autokernel.harness import prestart
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
+from autokernel.judged import sha256_of
 from autokernel.specs import SPECS, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
@@ -127,15 +128,16 @@ def evaluate(
     opts = opts or Options()
     path = Path(path).resolve()
     t0 = time.perf_counter()
+    digest = sha256_of(path)  # before the candidate runs: what is hashed is what was judged
     early, kernel_type = _static(path, opts)
     if early:
-        early.harness_s = time.perf_counter() - t0
+        early.harness_s, early.sha256 = time.perf_counter() - t0, digest
         return early
     req = _request(opts, file=str(path), kernel_type=kernel_type, timing=opts.timing,
                    compile_baseline=opts.compile_baseline)  # fmt: skip
     out = _run_worker(req, opts, on_phase or (lambda p: None))
     verdict = _verdict(out, opts.timeout_s)
-    verdict.file = str(path)
+    verdict.file, verdict.sha256 = str(path), digest
     verdict.kernel_type = verdict.kernel_type or kernel_type
     verdict.seed = req["seed"]
     worker_s = verdict.harness_s  # from the hand-over: a spare's own start-up is not in it

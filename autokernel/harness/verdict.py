@@ -82,6 +82,7 @@ class Verdict:
     status: Status
     kernel_type: str = ""
     file: str = ""
+    sha256: str = ""  # of the kernel file's bytes as judged: verify loads only PASSed hashes
     message: str = ""  # one line an agent can act on
     failure: Check | None = None
     stages: list[StageResult] = field(default_factory=list)

@@ -1,0 +1,98 @@
+"""verify and the API import kernels into the user's own process: only files a PASS verdict of
+the workspace recorded (by the sha256 of their bytes), and only if they pass the guard now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autokernel import api
+from autokernel.harness.sandbox import Options, evaluate
+from autokernel.harness.verdict import Status, Verdict
+from autokernel.judged import TRUST_ENV, UnjudgedKernel, require_judged, sha256_of
+from autokernel.verify import VerifyError, collect_kernels
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+
+
+@pytest.fixture(autouse=True)
+def _no_trust(monkeypatch):
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+
+
+def tuned_softmax() -> str:
+    """A starter changed the way a run changes it: not byte-identical to any shipped file."""
+    return (KERNELS / "softmax.py").read_text() + "\n# tuned overnight\n"
+
+
+def workspace(tmp_path: Path, source: str, status: Status | None) -> tuple[Path, Path]:
+    """optimized/softmax.py holding `source`, and (unless status is None) a verdict of that
+    status recording the file's hash, as the run writes it."""
+    ws = tmp_path / "ws"
+    (ws / "optimized").mkdir(parents=True)
+    path = ws / "optimized" / "softmax.py"
+    path.write_text(source)
+    verdicts = ws / ".autokernel" / "verdicts"
+    verdicts.mkdir(parents=True)
+    if status is not None:
+        Verdict(status, "softmax", str(path), sha256=sha256_of(path)).write(verdicts / "3.json")
+    return ws, path
+
+
+def test_a_file_a_pass_verdict_recorded_loads(tmp_path):
+    ws, _ = workspace(tmp_path, tuned_softmax(), Status.PASS)
+    kernels, _, _ = collect_kernels(ws)
+    assert [k.kernel_type for k in kernels] == ["softmax"]
+
+
+def test_a_file_changed_after_its_verdict_is_refused(tmp_path):
+    ws, path = workspace(tmp_path, tuned_softmax(), Status.PASS)
+    path.write_text(path.read_text().replace("# tuned overnight", "# tuned overnight!"))
+    with pytest.raises(VerifyError, match="no PASS verdict recorded this exact file") as err:
+        collect_kernels(ws)
+    assert TRUST_ENV in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("status", [Status.FAIL, Status.REJECTED, None])
+def test_a_file_without_a_pass_verdict_is_refused(tmp_path, status):
+    ws, _ = workspace(tmp_path, tuned_softmax(), status)
+    with pytest.raises(VerifyError, match="no PASS verdict"):
+        collect_kernels(ws)
+
+
+def test_the_api_refuses_it_too(tmp_path):
+    ws, _ = workspace(tmp_path, tuned_softmax(), None)
+    with pytest.raises(VerifyError, match="no PASS verdict"):
+        api.load_kernels(ws)
+
+
+def test_a_forged_verdict_does_not_let_a_guarded_construct_through(tmp_path):
+    # A PASS verdict for this hash could only have been written by something other than the
+    # harness: the static check runs again and refuses the rebinding.
+    source = tuned_softmax() + "torch.Tensor.allclose = lambda *a, **k: True\n"
+    ws, _ = workspace(tmp_path, source, Status.PASS)
+    with pytest.raises(VerifyError, match="fails the static guard now"):
+        collect_kernels(ws)
+
+
+def test_shipped_starters_need_no_verdict(tmp_path):
+    ws, _ = workspace(tmp_path, (KERNELS / "softmax.py").read_text(), None)
+    assert len(collect_kernels(ws)[0]) == 1
+
+
+def test_the_escape_hatch_loads_an_unjudged_file(tmp_path, monkeypatch):
+    ws, path = workspace(tmp_path, tuned_softmax(), None)
+    with pytest.raises(UnjudgedKernel):
+        require_judged(path)
+    monkeypatch.setenv(TRUST_ENV, "1")
+    assert len(collect_kernels(ws)[0]) == 1
+
+
+def test_every_verdict_records_the_hash_of_the_bytes_it_judged(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text("import os\nKERNEL_TYPE = 'softmax'\ndef kernel_fn(x):\n    return x\n")
+    v = evaluate(path, Options(prestart=False))
+    assert v.status is Status.REJECTED
+    assert v.sha256 == sha256_of(path) and len(v.sha256) == 64
+    assert Verdict.from_json(v.to_json()).sha256 == v.sha256
