@@ -11,6 +11,7 @@ import typer
 from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
 from autokernel.harness.verdict import Status
 from autokernel.render import output_console
+from autokernel.secrets import redact
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
 app = typer.Typer(
@@ -32,7 +33,7 @@ def _root() -> None:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {redact(message)}")
     return typer.Exit(code)
 
 
@@ -99,7 +100,7 @@ def bench(
 
     console.print(verdict_view(verdict))
     if json_out:
-        json_out.write_text(json.dumps(verdict.to_json(), indent=2))
+        json_out.write_text(redact(json.dumps(verdict.to_json(), indent=2)))
         console.print(f"verdict written to {json_out}", style="dim")
     raise typer.Exit(0 if verdict.status is Status.PASS else 1)
 
