@@ -124,6 +124,9 @@ ESCAPES = {
     "star import": "from triton.language import *\n",
     "unbound Tensor method": "def kernel_fn(x):\n    return torch.Tensor.add(x, x)\n",
     "rebinding an import": "def kernel_fn(x):\n    global torch\n    torch = None\n",
+    "host helper in a nested jit body": "def h():\n    return 1\ndef kernel_fn(x):\n"
+    "    @triton.jit\n    def _k(X):\n        h()\n",
+    "a torch module bare": "import torch.utils.cpp_extension as ext\nf = ext\n",
 }
 
 
@@ -135,6 +138,9 @@ def test_escapes_are_flagged(body):
 def test_clean_code_that_looks_like_an_escape_passes():
     body = """
 import functools
+import torch.utils.cpp_extension
+from torch.utils.cpp_extension import load_inline
+from triton.language.extra import libdevice
 import math
 from typing import Any
 
@@ -154,7 +160,7 @@ def _inner(x):
 @triton.jit
 def _k(X, Y, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    x = tl.load(X + offs, mask=offs < n, other=0.0).to(tl.float32)
+    x = libdevice.tanh(tl.load(X + offs, mask=offs < n, other=0.0).to(tl.float32))
     for _ in range(2):
         x = _inner(x)
     tl.store(Y + offs, x, mask=offs < min(n, BLOCK))

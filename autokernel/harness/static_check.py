@@ -62,9 +62,10 @@ def _dotted(node: ast.AST) -> list[str] | None:
     return None
 
 
-def path_problem(path: list[str]) -> str | None:
+def path_problem(path: list[str], importing: bool = False) -> str | None:
     """Why the module path (e.g. ['triton', 'language', 'load']) may not be used; None if it
-    may. A module's own path (['triton', 'language']) is fine here: bare use is judged apart."""
+    may. A module's own path (['triton', 'language']) is fine here: bare use is judged apart.
+    An import may also name a torch module on the way to an allowed name (torch.utils)."""
     root, rest = path[0], path[1:]
     dotted = ".".join(path)
     bad = next((p for p in rest if p.startswith("_") or p in ESCAPE_ATTRS), None)
@@ -76,6 +77,7 @@ def path_problem(path: list[str]) -> str | None:
             not sub
             or sub in ALLOWED_TORCH
             or any(sub.startswith(a + ".") for a in ALLOWED_TORCH - TORCH_NO_MEMBERS)
+            or (importing and any(a.startswith(sub + ".") for a in ALLOWED_TORCH))
         )
         if not ok:
             return (f"torch.{sub} is not allowed in kernel.py: torch may only allocate tensors "
@@ -169,7 +171,7 @@ class _Checker:
         if self.aliases.get(local, path) != path:
             self.flag(node, f"{local} is bound to two different imports")
         self.aliases[local] = path
-        problem = path_problem(path.split("."))
+        problem = path_problem(path.split("."), importing=True)
         if problem:
             self.flag(node, problem)
 
@@ -185,7 +187,7 @@ class _Checker:
                 else:
                     root = alias.name.split(".")[0]
                     self._bind(node, root, root)
-                    problem = path_problem(alias.name.split("."))
+                    problem = path_problem(alias.name.split("."), importing=True)
                     if problem:
                         self.flag(node, problem)
             return
@@ -216,13 +218,15 @@ class _Checker:
         return False
 
     def _find_jit_functions(self) -> None:
-        for stmt in self.tree.body:
-            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef) and self._is_jit(stmt):
-                self.jit_names.add(stmt.name)
-                for part in stmt.body:
+        for node in ast.walk(self.tree):  # nested ones too: a jit body is a jit body anywhere
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and self._is_jit(node):
+                self.jit_names.add(node.name)
+                for part in node.body:
                     self.jit_nodes.update(id(n) for n in ast.walk(part))
-            elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                self.host_defs.add(stmt.name)
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if stmt.name not in self.jit_names:
+                    self.host_defs.add(stmt.name)
 
     # ---- node handlers (named after the node type) ----
 
