@@ -116,6 +116,7 @@ ESCAPES = {
     "singledispatch evaluates strings": "import functools\n@functools.singledispatch\ndef f(a):\n"
     "    pass\n",
     "generator frame": "def g():\n    yield 1\nb = g().gi_frame.f_builtins\n",
+    "a jit function's globals": "@triton.jit\ndef _k(X):\n    pass\ng = _k.get_capture_scope()\n",
     "Tensor subclass": "class T(torch.Tensor):\n    pass\n",
     "type() builds a class": "A = type('A', (object,), {})\n",
     "dunder method": "class A:\n    def __eq__(self, other):\n        return True\n",

@@ -100,12 +100,14 @@ FORBIDDEN_METHODS = frozenset(
 )  # fmt: skip
 
 # Attribute names that lead out of the sandbox from any object (e.g. triton.runtime.jit.os), and
-# the frame and generator attributes that reach a module's globals without a dunder.
+# those that reach a module's globals without a dunder: frames and generators, and a jit
+# function's record of the globals it read (_k.used_global_vals, _k.get_capture_scope()).
 ESCAPE_ATTRS = frozenset(
     {"os", "sys", "subprocess", "builtins", "importlib", "system", "popen", "modules", "socket",
      "ctypes", "environ", "shutil", "pathlib", "io", "gi_frame", "gi_code", "cr_frame",
      "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
-     "func_globals", "pkgutil", "module_from_spec", "inspect"}
+     "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
+     "get_capture_scope", "cr_await", "gi_yieldfrom"}
 )  # fmt: skip
 # Launching on another stream hides work from the timer's events on the current stream.
 STREAM_ATTRS = frozenset({"stream", "Stream", "set_stream", "ExternalStream", "StreamContext"})
