@@ -4,8 +4,8 @@ Allow-lists wherever Python lets us: named modules and, within each, named membe
 builtins; no attribute starting with `_`; no assignment to any attribute (one line rebinding a
 torch method the comparison uses would forge a PASS); inside `@triton.jit` bodies, which the
 interpreter runs as plain Python, only Triton calls, other jit functions and a few builtins.
-The walk is iterative and every parser failure is a finding's worth of message, so no source
-makes the guard itself fail.
+The walk is iterative, so no source makes the guard itself fail: a SyntaxError stays one (an
+import crash, as Python would report it), any other parser failure is UnjudgeableSource.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def parse(source: str) -> ast.Module:
         raise UnjudgeableSource("kernel.py contains a null byte; save it as plain UTF-8 text")
     try:
         return ast.parse(source)
-    except (RecursionError, MemoryError) as exc:
+    except (RecursionError, MemoryError, ValueError) as exc:
         raise UnjudgeableSource(
             f"kernel.py cannot be parsed ({type(exc).__name__}): an expression is nested too "
             "deeply; split it into several statements"
