@@ -96,3 +96,19 @@ def test_every_verdict_records_the_hash_of_the_bytes_it_judged(tmp_path):
     assert v.status is Status.REJECTED
     assert v.sha256 == sha256_of(path) and len(v.sha256) == 64
     assert Verdict.from_json(v.to_json()).sha256 == v.sha256
+
+
+def test_the_verify_command_refuses_in_one_line_with_exit_2(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from autokernel.verify import verify_command
+
+    app = typer.Typer()
+    app.command("verify")(verify_command)
+    app.callback()(lambda: None)
+    ws, _ = workspace(tmp_path, tuned_softmax(), None)
+    model = Path(__file__).parents[1] / "examples" / "single_op.py"
+    res = CliRunner().invoke(app, ["verify", str(model), "-w", str(ws), "--device", "cpu"])
+    assert res.exit_code == 2, res.output
+    assert "no PASS verdict" in res.output and "Traceback" not in res.output
