@@ -160,3 +160,10 @@ def test_settings_that_only_sound_like_keys_draw_no_warning(tmp_path, capsys):
     (tmp_path / "autokernel.yaml").write_text("max_tokens: 100000\nkeep_slower: true\n")
     load_settings(tmp_path)
     assert capsys.readouterr().err == ""
+
+
+def test_state_json_keeps_the_last_failure_without_the_key(tmp_path):
+    from autokernel.cache import write_json_atomic
+
+    write_json_atomic(tmp_path / "state.json", {"targets": [{"last_failure": leak()}]})
+    assert_clean((tmp_path / "state.json").read_text())
