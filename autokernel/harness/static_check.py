@@ -141,6 +141,7 @@ class _Checker:
     def __init__(self, tree: ast.Module) -> None:
         self.tree = tree
         self.findings: list[Finding] = []
+        self.nodes: list[ast.AST] = []
         self.aliases: dict[str, str] = {}  # local name -> module path it stands for
         self.jit_names: set[str] = set()
         self.host_defs: set[str] = set()  # module-level functions and classes not jit-compiled
@@ -152,7 +153,7 @@ class _Checker:
         self.findings.append(Finding(getattr(node, "lineno", 0), what))
 
     def run(self) -> list[Finding]:
-        nodes = list(ast.walk(self.tree))
+        self.nodes = nodes = list(ast.walk(self.tree))
         for node in nodes:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 self._import(node)
@@ -218,7 +219,7 @@ class _Checker:
         return False
 
     def _find_jit_functions(self) -> None:
-        for node in ast.walk(self.tree):  # nested ones too: a jit body is a jit body anywhere
+        for node in self.nodes:  # nested ones too: a jit body is a jit body anywhere
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and self._is_jit(node):
                 self.jit_names.add(node.name)
                 for part in node.body:
@@ -333,7 +334,7 @@ class _Checker:
         unless it is a function's local or closure variable: a module or class binding can be
         skipped at run time (`if 0: open = None`), a function's local cannot."""
         lines: dict[str, int] = {}
-        for n in ast.walk(self.tree):
+        for n in self.nodes:
             if isinstance(n, ast.Name) and n.id in REFUSED_BUILTINS and n.id not in lines:
                 lines[n.id] = n.lineno
         if not lines:
