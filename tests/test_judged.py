@@ -10,7 +10,13 @@ import pytest
 from autokernel import api
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status, Verdict
-from autokernel.judged import TRUST_ENV, UnjudgedKernel, require_judged, sha256_of
+from autokernel.judged import (
+    TRUST_ENV,
+    UnjudgedKernel,
+    passed_hashes,
+    require_judged,
+    sha256_of,
+)
 from autokernel.verify import VerifyError, collect_kernels
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -112,3 +118,23 @@ def test_the_verify_command_refuses_in_one_line_with_exit_2(tmp_path):
     res = CliRunner().invoke(app, ["verify", str(model), "-w", str(ws), "--device", "cpu"])
     assert res.exit_code == 2, res.output
     assert "no PASS verdict" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_a_real_run_leaves_kernels_that_verify_accepts(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    run = subprocess.run(
+        [sys.executable, "-m", "autokernel.cli", "run", "--kernel", "reduce",
+         "--max-experiments", "2", "--quick", "--quiet", "--workspace", str(ws)],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    hashes = {Verdict.read(p).sha256 for p in (ws / ".autokernel" / "verdicts").glob("*.json")}
+    assert len(hashes) >= 1 and all(len(h) == 64 for h in hashes)
+    kernels, origin, _ = collect_kernels(ws)  # the run's own kept kernel: judged, so it loads
+    assert [k.kernel_type for k in kernels] == ["reduce"], origin
+    assert sha256_of(kernels[0].path) in passed_hashes(ws)  # by its verdict, not as a starter
