@@ -10,8 +10,10 @@ run of FRAGMENT_CHARS or more of its characters (a key printed from its 5th char
 
 from __future__ import annotations
 
+import json
 import os
 import re
+from typing import Any
 
 MIN_SECRET_CHARS = 8  # shorter values (placeholders, "true") would redact ordinary words
 FRAGMENT_CHARS = 16  # runs this long of a key are redacted too; shorter ones match by chance
@@ -47,6 +49,12 @@ def redact(text: str) -> str:
         if len(secret) >= FRAGMENT_CHARS + MIN_SECRET_CHARS:
             text = _mask_fragments(text, secret)
     return text
+
+
+def redact_json(data: Any) -> Any:
+    """A JSON-able value with every string in it redacted (keys raised by a candidate reach
+    verdict fields that many writers and the next prompt read)."""
+    return json.loads(redact(json.dumps(data, allow_nan=True)))
 
 
 def _mask_fragments(text: str, secret: str) -> str:

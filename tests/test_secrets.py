@@ -167,3 +167,18 @@ def test_state_json_keeps_the_last_failure_without_the_key(tmp_path):
 
     write_json_atomic(tmp_path / "state.json", {"targets": [{"last_failure": leak()}]})
     assert_clean((tmp_path / "state.json").read_text())
+
+
+def test_the_verdict_a_candidate_raises_a_key_in_comes_back_without_it(tmp_path):
+    from autokernel.harness.sandbox import Options, evaluate
+
+    path = tmp_path / "kernel.py"
+    path.write_text(
+        "KERNEL_TYPE = 'reduce'\n"
+        "def kernel_fn(x):\n"
+        f"    raise RuntimeError('found {KEY} and {KEY[4:]}')\n"
+    )
+    v = evaluate(path, Options(guards=False, timing=False, compile_baseline=False, seed=1))
+    assert v.status is Status.CRASH, v.message
+    text = str(v.to_json())
+    assert KEY not in text and KEY[4:] not in text and MASK in text, text

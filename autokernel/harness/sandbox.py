@@ -32,6 +32,7 @@ from autokernel.harness.guards import UnjudgeableSource, check_source, literal_a
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.judged import sha256_of
+from autokernel.secrets import redact, redact_json
 from autokernel.specs import SPECS, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
@@ -144,7 +145,7 @@ def evaluate(
     verdict.harness_s = time.perf_counter() - t0
     if worker_s:
         verdict.phase_s["process start and exit"] = round(verdict.harness_s - worker_s, 3)
-    return verdict
+    return Verdict.from_json(redact_json(verdict.to_json()))  # the candidate's words: no keys
 
 
 def compare(
@@ -175,7 +176,7 @@ def compare(
     if out.data is not None:
         result = Comparison.from_json(out.data)
     else:
-        result = Comparison(error=_verdict(out, opts.timeout_s).message)
+        result = Comparison(error=redact(_verdict(out, opts.timeout_s).message))
     result.harness_s = time.perf_counter() - t0
     return result
 
