@@ -8,6 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from autokernel.secrets import redact
+
 
 def cache_dir() -> Path:
     """AUTOKERNEL_CACHE_DIR, else ~/.cache/autokernel: shared by every run on this machine."""
@@ -31,7 +33,7 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+            f.write(redact(json.dumps(data, indent=1, sort_keys=True)))  # state.json too
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

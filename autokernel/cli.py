@@ -12,6 +12,7 @@ from autokernel import option_checks
 from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
 from autokernel.harness.verdict import Status
 from autokernel.render import output_console
+from autokernel.secrets import redact
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
 app = typer.Typer(
@@ -33,7 +34,7 @@ def _root() -> None:
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {redact(message)}")
     return typer.Exit(code)
 
 
@@ -104,7 +105,7 @@ def bench(
     console.print(verdict_view(verdict))
     if json_out:
         try:
-            json_out.write_text(json.dumps(verdict.to_json(), indent=2))
+            json_out.write_text(redact(json.dumps(verdict.to_json(), indent=2)))
         except OSError as exc:
             raise fail(f"cannot write the verdict to {json_out}: {exc}") from None
         console.print(f"verdict written to {json_out}", style="dim")

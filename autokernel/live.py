@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from autokernel.secrets import redact
 from orchestrate import State
 
 LOG_FILE = Path(".autokernel") / "run.log"
@@ -56,6 +57,7 @@ class RunView:
     # ---- Reporter ----
 
     def event(self, message: str) -> None:
+        message = redact(message)  # a provider error may quote a key
         self._write(message)
         self.events.append(f"{time.strftime('%H:%M:%S')} {message}")
         if self.quiet:
@@ -75,6 +77,7 @@ class RunView:
             f" ×compile {_fmt(row.get('speedup_vs_compile'), '.3g')} "
             f"harness {_fmt(row.get('harness_s'), '.1f')} s — {row.get('description')} ({note})"
         )
+        line = redact(line)  # the description may quote a candidate's exception
         self._write(line)
         if self.quiet:
             self.console.print(line, highlight=False, soft_wrap=True, markup=False)
@@ -97,7 +100,7 @@ class RunView:
         try:
             if self._log.closed:  # after the view closed: an error being reported
                 self._log = self.log_path.open("a", encoding="utf-8")
-            self._log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {line}\n")
+            self._log.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {redact(line)}\n")
             self._log.flush()
         except OSError:
             pass  # a full disk must not stop the run over a log line; results.tsv will complain

@@ -15,6 +15,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from autokernel.secrets import redact
+
 COLUMNS = (
     "experiment",
     "commit",
@@ -82,7 +84,7 @@ def format_row(row: Mapping[str, object]) -> str:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}; got {status!r}")
     fields = [format_value(row.get(key)) for key in COLUMNS]
     fields[COLUMNS.index("status")] = status
-    return "\t".join(fields) + "\n"
+    return redact("\t".join(fields) + "\n")  # descriptions may quote a candidate's output
 
 
 def _repair_tail(path: Path) -> None:

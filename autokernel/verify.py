@@ -22,6 +22,7 @@ from torch import nn
 
 from autokernel import mode_record, prediction
 from autokernel.ablation import ROUNDS
+from autokernel.judged import UnjudgedKernel, require_judged
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.mode import Mode, default_mode
 from autokernel.model_input import place_inputs, run_placement
@@ -152,8 +153,9 @@ def collect_kernels(
 
 def _load(path: Path, name: str, shapes: tuple = ()) -> LoadedKernel:
     try:
+        require_judged(path)  # the user's own process: only files a PASS verdict recorded
         return load_kernel(path, name, shapes)
-    except KernelLoadError as exc:
+    except (KernelLoadError, UnjudgedKernel) as exc:
         raise VerifyError(str(exc)) from None
 
 

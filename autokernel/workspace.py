@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.secrets import redact
+
 if TYPE_CHECKING:
     import git
 
@@ -170,6 +172,7 @@ class Workspace:
         """Write `rel` and commit it alone; the user's other staged changes stay staged."""
         if not message.strip():
             raise WorkspaceError("a commit message is required")
+        message = redact(message)  # an agent's hypothesis goes into git history
         try:
             _write_atomic(self.root / rel, source, self.root / ".autokernel")
         except OSError as e:

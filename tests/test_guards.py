@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from autokernel.harness.guards import TorchOpMonitor, check_source, literal_assignment
+from autokernel.harness.guards import (
+    TorchOpMonitor,
+    UnjudgeableSource,
+    check_source,
+    literal_assignment,
+)
+from autokernel.harness.sandbox import Options, evaluate
+from autokernel.harness.verdict import Status
 
 STARTERS = sorted((Path(__file__).parents[1] / "kernels").glob("[a-z]*.py"))
 HEADER = "import torch\nimport triton\nimport triton.language as tl\nKERNEL_TYPE = 'softmax'\n"
@@ -82,6 +89,120 @@ def test_findings_carry_line_numbers():
 def test_syntax_error_raises():
     with pytest.raises(SyntaxError):
         check_source("def kernel_fn(:\n")
+
+
+# Each of these was accepted by the blocklist guard and gives code execution, a forged PASS or a
+# torch fallback in the worker (issue 14).
+ESCAPES = {
+    "methodcaller": "import operator\ndef kernel_fn(x):\n    return operator.methodcaller("
+    "'softmax', -1)(x)\n",
+    "attrgetter on a module": "import operator\nf = operator.attrgetter('runtime')(triton)\n",
+    "__builtins__ subscript": "def kernel_fn(x):\n    __builtins__['open']('/tmp/o', 'w')\n",
+    "open by reference": "def kernel_fn(x):\n    f = open\n    f('/tmp/o', 'w')\n",
+    "open when a shadow is skipped": "if 0:\n    open = None\nopen('/tmp/o', 'w')\n",
+    "open in a jit body": "@triton.jit\ndef _k(X):\n    open('/tmp/o', 'w')\n",
+    "host helper in a jit body": "def h():\n    return 1\n@triton.jit\ndef _k(X):\n    h()\n",
+    "callable passed to a jit body": "@triton.jit\ndef _k(X, F: tl.constexpr):\n    F()\n",
+    "torch in a jit body": "@triton.jit\ndef _k(X):\n    torch.softmax(X, -1)\n",
+    "rebind a Tensor method": "torch.Tensor.allclose = lambda *a, **k: True\n",
+    "rebind through an alias": "T = torch.Tensor\nT.equal = lambda *a: True\n",
+    "rebind through type()": "def kernel_fn(x):\n    type(x).equal = lambda *a: True\n",
+    "delete a module attribute": "del triton.cdiv\n",
+    "assign into a module": "triton.language.extra.modules['x'] = 1\n",
+    "annotation runs at import": "def kernel_fn(x: open('/tmp/o', 'w')):\n    return x\n",
+    "importlib behind tl.extra": "def kernel_fn(x):\n    return tl.extra.module_from_spec\n",
+    "triton.runtime": "def kernel_fn(x):\n    return triton.runtime.driver.active\n",
+    "typing evaluates strings": "import typing\ntyping.get_type_hints(kernel_fn)\n",
+    "singledispatch evaluates strings": "import functools\n@functools.singledispatch\ndef f(a):\n"
+    "    pass\n",
+    "generator frame": "def g():\n    yield 1\nb = g().gi_frame.f_builtins\n",
+    "a jit function's globals": "@triton.jit\ndef _k(X):\n    pass\ng = _k.get_capture_scope()\n",
+    "Tensor subclass": "class T(torch.Tensor):\n    pass\n",
+    "type() builds a class": "A = type('A', (object,), {})\n",
+    "dunder method": "class A:\n    def __eq__(self, other):\n        return True\n",
+    "metaclass": "class A(metaclass=object):\n    pass\n",
+    "module passed as a value": "def kernel_fn(x, m=tl):\n    return x\n",
+    "star import": "from triton.language import *\n",
+    "unbound Tensor method": "def kernel_fn(x):\n    return torch.Tensor.add(x, x)\n",
+    "rebinding an import": "def kernel_fn(x):\n    global torch\n    torch = None\n",
+    "host helper in a nested jit body": "def h():\n    return 1\ndef kernel_fn(x):\n"
+    "    @triton.jit\n    def _k(X):\n        h()\n",
+    "a torch module bare": "import torch.utils.cpp_extension as ext\nf = ext\n",
+}
+
+
+@pytest.mark.parametrize("body", ESCAPES.values(), ids=ESCAPES.keys())
+def test_escapes_are_flagged(body):
+    assert findings(body), body
+
+
+def test_clean_code_that_looks_like_an_escape_passes():
+    body = """
+import functools
+import torch.utils.cpp_extension
+from torch.utils.cpp_extension import load_inline
+from triton.language.extra import libdevice
+import math
+from typing import Any
+
+CACHE: dict = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _block(n: int) -> int:
+    return max(16, min(4096, triton.next_power_of_2(n)))
+
+
+@triton.jit
+def _inner(x):
+    return x * 2
+
+
+@triton.jit
+def _k(X, Y, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = libdevice.tanh(tl.load(X + offs, mask=offs < n, other=0.0).to(tl.float32))
+    for _ in range(2):
+        x = _inner(x)
+    tl.store(Y + offs, x, mask=offs < min(n, BLOCK))
+
+
+def kernel_fn(x, input=None):
+    open = 3  # a local that shadows a builtin is the function's own value
+    CACHE[x.shape] = open
+    y = torch.empty_like(x)
+    _k[(math.ceil(1.0),)](x, y, x.numel(), BLOCK=_block(x.numel()))
+    return y if input is None else input
+"""
+    assert findings(body) == []
+
+
+@pytest.mark.parametrize("terms", [6000, 200_000])
+def test_source_the_parser_cannot_take_is_refused_not_raised(terms):
+    src = HEADER + "X = " + " + ".join(["1"] * terms) + "\n"
+    with pytest.raises(UnjudgeableSource, match="nested too deeply"):
+        check_source(src)
+
+
+def test_a_long_flat_expression_is_judged():
+    assert check_source(HEADER + "X = " + " + ".join(["1"] * 1000) + "\n") == []
+
+
+@pytest.mark.parametrize(
+    "source",
+    [HEADER + "X = " + " + ".join(["1"] * 6000) + "\n", HEADER + "X = 1\0\n"],
+    ids=["deep", "null byte"],
+)
+def test_unparsable_kernel_is_a_static_rejection(tmp_path, source):
+    path = tmp_path / "kernel.py"
+    path.write_text(source)
+    v = evaluate(path, Options(prestart=False))
+    assert v.status is Status.REJECTED and v.failure.stage == "static", v.message
+    assert "\n" not in v.message
+
+
+def test_literal_assignment_is_none_for_unparsable_source():
+    assert literal_assignment("KERNEL_TYPE = 'x'\n" + "Y = " + "-" * 100_000 + "1\n", "X") is None
 
 
 def test_literal_assignment_reads_without_importing():

@@ -165,7 +165,8 @@ def test_nine_starters_match_eager_and_every_replacement_runs(tmp_path):
     assert len(result.outputs) == 3 and all(o.error < 1e-5 for o in result.outputs)
 
 
-def test_wrong_kernel_is_reported_as_a_mismatch(tmp_path):
+def test_wrong_kernel_is_reported_as_a_mismatch(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_TRUST_UNJUDGED", "1")  # a hand-broken kernel no run judged
     kernels, _, _ = collect_kernels(workspace_with(tmp_path, {"rmsnorm": broken_rmsnorm()}))
     result = verify_model(Tiny().eval(), tiny_inputs(), kernels, timing=False)
     assert result.calls["rmsnorm"]["kernel"] == 4
@@ -426,7 +427,8 @@ def test_llama_example_uses_its_five_replacements(tmp_path):
 
 
 @pytest.mark.skipif(not LLAMA_EXAMPLE.exists(), reason="examples/llama_style.py not there yet")
-def test_command_exit_codes_and_json(tmp_path):
+def test_command_exit_codes_and_json(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOKERNEL_TRUST_UNJUDGED", "1")  # a hand-broken kernel no run judged
     app = typer.Typer()
     app.command("verify")(verify_command)
     app.callback()(lambda: None)

@@ -1,13 +1,18 @@
 """Make the agent the user asked for, failing at start (not at 2 a.m.) when it cannot work.
 
-Settings come from the CLI's arguments first, then autokernel.yaml; API keys from the
-environment first, then autokernel.yaml. Keys are handed to the provider and to the agent's
-redaction list, never written into os.environ.
+Precedence, highest first: the CLI's arguments, the environment (API keys), the workspace's
+autokernel.yaml, the user config ($XDG_CONFIG_HOME/autokernel/config.yaml, by default
+~/.config/autokernel/config.yaml). Keys belong in the environment or the user config (mode 0600):
+a file beside kernel.py is one a candidate could read, so a key found there still works but
+draws a warning with the fix. Every key value is registered for redaction (autokernel.secrets)
+and handed to the provider, never written into os.environ.
 """
 
 from __future__ import annotations
 
 import os
+import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +21,7 @@ from urllib.parse import urlparse
 import yaml
 
 from autokernel.agents.base import Agent, AgentError
+from autokernel.secrets import register_secret
 
 KINDS = ("tuner", "openai", "anthropic", "command")
 SETTINGS_FILE = "autokernel.yaml"
@@ -24,12 +30,46 @@ ANTHROPIC_MAX_TOKENS = 16_000  # a whole kernel.py plus reasoning, well inside e
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 NO_KEY = "no-key-needed"  # local servers ignore the key, but the SDK insists on one
 MODEL_EXAMPLES = {"openai": "gpt-5", "anthropic": "claude-sonnet-4-5"}
+KEY_SETTING = re.compile(r"(^|_)(api_key|key|token|secret|password)$", re.IGNORECASE)
+
+
+def user_config_path() -> Path:
+    """The user's own settings file, outside every workspace (XDG base directory rules)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "autokernel" / "config.yaml"
 
 
 def load_settings(path: Path) -> dict[str, Any]:
-    """The mapping in autokernel.yaml (`path` is the file or its folder); {} if there is none."""
+    """The workspace's autokernel.yaml (`path` is the file or its folder) over the user config;
+    {} if neither exists. Key values in either are registered for redaction."""
+    user_path = user_config_path()
+    user = _read_settings(user_path)
     if path.is_dir():
         path = path / SETTINGS_FILE
+    here = _read_settings(path)
+    user_keys, keys_here = _key_names(user), _key_names(here)
+    if user_keys and user_path.stat().st_mode & 0o077:
+        _warn(f"{user_path} holds {', '.join(user_keys)} and others can read it; run: "
+              f"chmod 600 {user_path}")  # fmt: skip
+    if keys_here:
+        _warn(f"{path} holds {', '.join(keys_here)}, readable by the kernels it evaluates: move "
+              f"it to {user_path} (chmod 600) or the environment")  # fmt: skip
+    for settings, names in ((user, user_keys), (here, keys_here)):
+        for name in names:
+            register_secret(settings[name])
+    return {**user, **here}
+
+
+def _key_names(settings: dict[str, Any]) -> list[str]:
+    return sorted(k for k in settings if isinstance(k, str) and KEY_SETTING.search(k))
+
+
+def _warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    """The mapping in one settings file; {} if there is none."""
     if not path.exists():
         return {}
     try:
@@ -84,6 +124,7 @@ def make_agent(
 
     base_url = base_url or _setting(settings, "base_url")
     key = _api_key(kind, settings)
+    register_secret(key)
     secrets = [key] if key else []
     if not key:
         if kind == "openai" and _is_local(base_url or os.environ.get("OPENAI_BASE_URL")):

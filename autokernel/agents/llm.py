@@ -16,6 +16,7 @@ from autokernel.agents.base import AgentError, AgentStopped, Context, InvalidRep
 from autokernel.agents.prompt import build_messages
 from autokernel.agents.providers import Completion, Provider, TransientError
 from autokernel.agents.replies import ReplyError, parse_reply
+from autokernel.secrets import redact as redact_secrets
 
 STOP_POLL_S = 0.25  # how often stop() is asked while waiting
 MIN_SECRET_CHARS = 6  # shorter "secrets" (placeholders) would redact ordinary words
@@ -81,6 +82,7 @@ class LLMAgent:
         )
 
     def redact(self, text: str) -> str:
+        text = redact_secrets(text)
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from autokernel.agents.base import Context
 from autokernel.agents.replies import FORMAT_HELP
+from autokernel.secrets import redact
 
 MAX_PROMPT_CHARS = 60_000  # system + request; roughly 15k tokens, cheap on every provider
 DESCRIPTION_CHARS = 100  # one results row's description in the table
@@ -44,7 +45,7 @@ def build_messages(ctx: Context) -> tuple[str, list[dict[str, str]]]:
         request = build_request(ctx, budget)
         if len(system) + len(request) <= MAX_PROMPT_CHARS:
             break
-    return system, [{"role": "user", "content": request}]
+    return redact(system), [{"role": "user", "content": redact(request)}]  # no key to the LLM
 
 
 def build_request(ctx: Context, budget: _Budget = BUDGETS[0]) -> str:

@@ -28,9 +28,11 @@ import torch
 
 from autokernel.cache import cache_dir
 from autokernel.harness import prestart
-from autokernel.harness.guards import check_source, literal_assignment
+from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
+from autokernel.judged import sha256_of
+from autokernel.secrets import redact, redact_json
 from autokernel.specs import SPECS, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
@@ -97,6 +99,8 @@ def _static(path: Path, opts: Options) -> tuple[Verdict | None, str]:
     except SyntaxError as exc:
         msg = f"SyntaxError: {exc.msg} (line {exc.lineno}, column {exc.offset})"
         return _early(path, Status.CRASH, "import", msg), ""
+    except UnjudgeableSource as exc:  # nesting the parser cannot take: refused, not a crash
+        return _early(path, Status.REJECTED, "static", str(exc)), ""
     kernel_type = literal_assignment(source, "KERNEL_TYPE")
     if kernel_type not in SPECS:
         msg = (f"KERNEL_TYPE = {kernel_type!r} is not a kernel type; set it to one of "
@@ -125,22 +129,23 @@ def evaluate(
     opts = opts or Options()
     path = Path(path).resolve()
     t0 = time.perf_counter()
+    digest = sha256_of(path)  # before the candidate runs: what is hashed is what was judged
     early, kernel_type = _static(path, opts)
     if early:
-        early.harness_s = time.perf_counter() - t0
+        early.harness_s, early.sha256 = time.perf_counter() - t0, digest
         return early
     req = _request(opts, file=str(path), kernel_type=kernel_type, timing=opts.timing,
                    compile_baseline=opts.compile_baseline)  # fmt: skip
     out = _run_worker(req, opts, on_phase or (lambda p: None))
     verdict = _verdict(out, opts.timeout_s)
-    verdict.file = str(path)
+    verdict.file, verdict.sha256 = str(path), digest
     verdict.kernel_type = verdict.kernel_type or kernel_type
     verdict.seed = req["seed"]
     worker_s = verdict.harness_s  # from the hand-over: a spare's own start-up is not in it
     verdict.harness_s = time.perf_counter() - t0
     if worker_s:
         verdict.phase_s["process start and exit"] = round(verdict.harness_s - worker_s, 3)
-    return verdict
+    return Verdict.from_json(redact_json(verdict.to_json()))  # the candidate's words: no keys
 
 
 def compare(
@@ -171,7 +176,7 @@ def compare(
     if out.data is not None:
         result = Comparison.from_json(out.data)
     else:
-        result = Comparison(error=_verdict(out, opts.timeout_s).message)
+        result = Comparison(error=redact(_verdict(out, opts.timeout_s).message))
     result.harness_s = time.perf_counter() - t0
     return result
 

@@ -12,6 +12,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from autokernel.secrets import redact
+
 
 class Status(str, Enum):
     PASS = "PASS"
@@ -82,6 +84,7 @@ class Verdict:
     status: Status
     kernel_type: str = ""
     file: str = ""
+    sha256: str = ""  # of the kernel file's bytes as judged: verify loads only PASSed hashes
     message: str = ""  # one line an agent can act on
     failure: Check | None = None
     stages: list[StageResult] = field(default_factory=list)
@@ -107,7 +110,7 @@ class Verdict:
     def write(self, path: Path) -> None:
         """Atomic write: a reader never sees half a verdict, even if we are killed mid-write."""
         tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, allow_nan=True))
+        tmp.write_text(redact(json.dumps(self.to_json(), indent=2, allow_nan=True)))
         tmp.replace(path)
 
     @classmethod

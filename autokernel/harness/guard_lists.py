@@ -1,0 +1,113 @@
+"""The static guard's lists: what kernel.py may import, name and call. program.md states the
+public ones word for word (tests/test_program.py holds the two to each other)."""
+
+from __future__ import annotations
+
+import builtins
+
+ALLOWED_IMPORTS = frozenset(
+    {"torch", "triton", "math", "functools", "typing", "dataclasses", "itertools", "enum",
+     "operator", "__future__"}
+)  # fmt: skip
+
+# torch.<path> that kernel.py may touch: allocation, dtypes, device queries, and building a
+# CUDA extension for BACKEND = "cuda". Everything else in torch computes and is off limits.
+ALLOWED_TORCH = frozenset(
+    {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "full", "arange",
+     "float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "int16",
+     "int32", "int64", "long", "int", "uint8", "bool", "dtype", "device", "Size", "Tensor",
+     "finfo", "iinfo", "no_grad", "inference_mode", "is_tensor",
+     "cuda.get_device_properties", "cuda.current_device", "cuda.is_available",
+     "cuda.device_count", "cuda.get_device_capability", "cuda.get_device_name",
+     "utils.cpp_extension.load_inline"}
+)  # fmt: skip
+# Classes whose members are methods shared by every tensor: torch.Tensor.add(x, y) computes,
+# and torch.Tensor.<method> is exactly what a forged comparison would rebind.
+TORCH_NO_MEMBERS = frozenset({"Tensor"})
+
+# Named so program.md can list them; every builtin outside ALLOWED_BUILTINS is refused anyway.
+FORBIDDEN_CALLS = frozenset(
+    {"open", "eval", "exec", "compile", "__import__", "input", "breakpoint", "globals",
+     "locals", "vars", "getattr", "setattr", "delattr", "memoryview", "exit", "quit"}
+)  # fmt: skip
+_EXCEPTIONS = {
+    n for n, v in vars(builtins).items()
+    if isinstance(v, type) and issubclass(v, Exception) and not n.startswith("_")
+}  # fmt: skip
+# No getattr/hasattr/type/dir: each looks names up by string or builds classes at run time.
+ALLOWED_BUILTINS = frozenset(
+    {"abs", "all", "any", "bool", "callable", "chr", "classmethod", "complex", "dict", "divmod",
+     "enumerate", "filter", "float", "format", "frozenset", "hash", "hex", "id", "int",
+     "isinstance", "issubclass", "iter", "len", "list", "map", "max", "min", "next", "object",
+     "oct", "ord", "pow", "print", "property", "range", "repr", "reversed", "round", "set",
+     "slice", "sorted", "staticmethod", "str", "sum", "super", "tuple", "zip", "bin", "bytes",
+     "NotImplemented", "Ellipsis", *_EXCEPTIONS}
+)  # fmt: skip
+REFUSED_BUILTINS = frozenset(set(dir(builtins)) - ALLOWED_BUILTINS)
+assert FORBIDDEN_CALLS <= REFUSED_BUILTINS
+SAFE_DUNDER_NAMES = frozenset({"__name__"})
+SAFE_DUNDER_METHODS = frozenset({"__init__", "__post_init__", "__repr__", "__str__"})
+# Builtins a jit body may call: the interpreter runs them on the host, the compiler knows them.
+JIT_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", "abs", "print"})
+
+# Members per module (None: every public member). Left out on purpose: typing.get_type_hints and
+# functools.singledispatch evaluate string annotations; operator.attrgetter/methodcaller look
+# attributes up by a string the guard cannot read; dataclasses.make_dataclass runs exec.
+_FUNCTOOLS = {"lru_cache", "cache", "partial", "reduce", "cached_property", "wraps",
+              "total_ordering", "cmp_to_key"}  # fmt: skip
+_TYPING = {"Any", "Optional", "Union", "Callable", "Sequence", "Iterable", "Iterator", "Tuple",
+           "List", "Dict", "Literal", "NamedTuple", "Final", "TYPE_CHECKING", "cast", "TypeVar",
+           "Mapping", "ClassVar"}  # fmt: skip
+_DATACLASSES = {"dataclass", "field", "fields", "replace", "asdict", "astuple", "is_dataclass",
+                "InitVar"}  # fmt: skip
+MODULE_MEMBERS: dict[str, frozenset[str] | None] = {
+    "math": None,
+    "itertools": None,
+    "operator": None,
+    "functools": frozenset(_FUNCTOOLS),
+    "typing": frozenset(_TYPING),
+    "dataclasses": frozenset(_DATACLASSES),
+    "enum": frozenset({"Enum", "IntEnum", "Flag", "IntFlag", "auto", "unique"}),
+    "__future__": frozenset({"annotations"}),
+}
+REFUSED_MEMBERS = {"operator": frozenset({"attrgetter", "methodcaller"})}
+TRITON_MEMBERS = frozenset(
+    {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "set_allocator"}
+)
+TRITON_JIT_DECORATORS = frozenset({"jit", "autotune", "heuristics"})
+TENSOR_DESCRIPTOR = ("tools", "tensor_descriptor", "TensorDescriptor")
+# triton.language's submodules lead on to importlib and pkgutil (tl.extra.module_from_spec):
+# only the math libraries among them are open.
+TL_LIBRARIES = (("extra", "cuda", "libdevice"), ("extra", "hip", "libdevice"),
+                ("extra", "libdevice"), ("math",))  # fmt: skip
+TL_MODULES = frozenset(
+    {"core", "extra", "math", "random", "standard", "target_info", "semantic", "cuda", "hip",
+     "libdevice", "utils", "gdc"}
+)  # fmt: skip
+
+# Tensor methods that compute. Outside @triton.jit bodies kernel.py has no business calling them:
+# the arithmetic belongs in the kernel. (Inside jit bodies these names are Triton's own.)
+FORBIDDEN_METHODS = frozenset(
+    {"sum", "mean", "prod", "cumsum", "cumprod", "softmax", "log_softmax", "exp", "exp2", "expm1",
+     "log", "log2", "log1p", "sigmoid", "silu", "tanh", "relu", "gelu", "sqrt", "rsqrt", "pow",
+     "square", "abs", "neg", "mul", "mul_", "add", "add_", "sub", "sub_", "div", "div_",
+     "matmul", "mm", "bmm", "addmm", "baddbmm", "addmv", "mv", "dot", "einsum", "amax", "amin",
+     "max", "min", "argmax", "logsumexp", "norm", "var", "std", "layer_norm", "rms_norm",
+     "cross_entropy", "nll_loss", "scaled_dot_product_attention", "linear", "gather",
+     "index_select", "scatter", "scatter_add", "where", "clamp", "clip", "masked_fill", "lerp",
+     "addcmul", "addcdiv", "cos", "sin", "roll", "flip", "cat", "stack", "numpy", "tolist",
+     "cpu", "apply_", "map_", "item"}
+)  # fmt: skip
+
+# Attribute names that lead out of the sandbox from any object (e.g. triton.runtime.jit.os), and
+# those that reach a module's globals without a dunder: frames and generators, and a jit
+# function's record of the globals it read (_k.used_global_vals, _k.get_capture_scope()).
+ESCAPE_ATTRS = frozenset(
+    {"os", "sys", "subprocess", "builtins", "importlib", "system", "popen", "modules", "socket",
+     "ctypes", "environ", "shutil", "pathlib", "io", "gi_frame", "gi_code", "cr_frame",
+     "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
+     "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
+     "get_capture_scope", "cr_await", "gi_yieldfrom"}
+)  # fmt: skip
+# Launching on another stream hides work from the timer's events on the current stream.
+STREAM_ATTRS = frozenset({"stream", "Stream", "set_stream", "ExternalStream", "StreamContext"})

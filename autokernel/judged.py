@@ -1,0 +1,86 @@
+"""Load only what was judged: verify and the API import a kernel file into the user's own
+process, with the user's whole environment, so it must be a file the harness passed.
+
+A file is judged when the sha256 of its exact bytes is one that a PASS verdict of the same
+workspace recorded (.autokernel/verdicts/N.json, written by the run), or it is one of the
+shipped starters. The static guard runs again on it either way: a verdict on disk is only as
+trustworthy as the disk. AUTOKERNEL_TRUST_UNJUDGED=1 loads anything, for kernels you wrote and
+vouch for yourself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from autokernel.harness.static_check import UnjudgeableSource, check_source
+
+TRUST_ENV = "AUTOKERNEL_TRUST_UNJUDGED"
+VERDICTS = Path(".autokernel") / "verdicts"
+STARTERS = Path(__file__).resolve().parents[1] / "kernels"
+
+
+class UnjudgedKernel(Exception):
+    """The file is not one the harness passed, or it fails the static guard now."""
+
+
+def sha256_of(path: Path) -> str:
+    """The hex sha256 of the file's bytes; "" when it cannot be read (the caller reports that)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def passed_hashes(workspace: Path) -> set[str]:
+    """Hashes of the kernel files that PASS verdicts in the workspace recorded."""
+    found = set()
+    for verdict in (Path(workspace) / VERDICTS).glob("*.json"):
+        try:
+            data = json.loads(verdict.read_text())
+        except (OSError, ValueError):
+            continue  # a damaged verdict vouches for nothing
+        if isinstance(data, dict) and data.get("status") == "PASS" and data.get("sha256"):
+            found.add(str(data["sha256"]))
+    return found
+
+
+def starter_hashes() -> set[str]:
+    return {sha256_of(p) for p in STARTERS.glob("[a-z]*.py")} - {""}
+
+
+def workspace_of(path: Path) -> Path | None:
+    """The nearest folder above the file that holds a run's .autokernel/ (optimized/<t>.py and
+    .autokernel/verify/<t>.py both lie inside their workspace)."""
+    for parent in Path(path).resolve().parents:
+        if (parent / ".autokernel").is_dir():
+            return parent
+    return None
+
+
+def require_judged(path: Path, workspace: Path | None = None) -> None:
+    """Raise UnjudgedKernel unless the file is judged (see the module docstring) and clean."""
+    if os.environ.get(TRUST_ENV) == "1":
+        return
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return  # the loader reports a missing or unreadable file in its own words
+    digest = hashlib.sha256(data).hexdigest()
+    workspace = workspace or workspace_of(path)
+    known = starter_hashes() | (passed_hashes(workspace) if workspace else set())
+    if digest not in known:
+        where = f"{workspace / VERDICTS}" if workspace else "no workspace found above it"
+        raise UnjudgedKernel(
+            f"{path}: no PASS verdict recorded this exact file (sha256 {digest[:12]}; {where}); "
+            f"evaluate it with `autokernel run`, or set {TRUST_ENV}=1 to load it anyway"
+        )
+    try:
+        findings = check_source(data.decode("utf-8"))
+    except (UnicodeDecodeError, SyntaxError, UnjudgeableSource) as exc:
+        raise UnjudgedKernel(f"{path}: fails the static guard now: {exc}") from None
+    if findings:
+        raise UnjudgedKernel(f"{path}: fails the static guard now: {findings[0]}")

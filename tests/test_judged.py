@@ -1,0 +1,140 @@
+"""verify and the API import kernels into the user's own process: only files a PASS verdict of
+the workspace recorded (by the sha256 of their bytes), and only if they pass the guard now."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autokernel import api
+from autokernel.harness.sandbox import Options, evaluate
+from autokernel.harness.verdict import Status, Verdict
+from autokernel.judged import (
+    TRUST_ENV,
+    UnjudgedKernel,
+    passed_hashes,
+    require_judged,
+    sha256_of,
+)
+from autokernel.verify import VerifyError, collect_kernels
+
+KERNELS = Path(__file__).parents[1] / "kernels"
+
+
+@pytest.fixture(autouse=True)
+def _no_trust(monkeypatch):
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+
+
+def tuned_softmax() -> str:
+    """A starter changed the way a run changes it: not byte-identical to any shipped file."""
+    return (KERNELS / "softmax.py").read_text() + "\n# tuned overnight\n"
+
+
+def workspace(tmp_path: Path, source: str, status: Status | None) -> tuple[Path, Path]:
+    """optimized/softmax.py holding `source`, and (unless status is None) a verdict of that
+    status recording the file's hash, as the run writes it."""
+    ws = tmp_path / "ws"
+    (ws / "optimized").mkdir(parents=True)
+    path = ws / "optimized" / "softmax.py"
+    path.write_text(source)
+    verdicts = ws / ".autokernel" / "verdicts"
+    verdicts.mkdir(parents=True)
+    if status is not None:
+        Verdict(status, "softmax", str(path), sha256=sha256_of(path)).write(verdicts / "3.json")
+    return ws, path
+
+
+def test_a_file_a_pass_verdict_recorded_loads(tmp_path):
+    ws, _ = workspace(tmp_path, tuned_softmax(), Status.PASS)
+    kernels, _, _ = collect_kernels(ws)
+    assert [k.kernel_type for k in kernels] == ["softmax"]
+
+
+def test_a_file_changed_after_its_verdict_is_refused(tmp_path):
+    ws, path = workspace(tmp_path, tuned_softmax(), Status.PASS)
+    path.write_text(path.read_text().replace("# tuned overnight", "# tuned overnight!"))
+    with pytest.raises(VerifyError, match="no PASS verdict recorded this exact file") as err:
+        collect_kernels(ws)
+    assert TRUST_ENV in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("status", [Status.FAIL, Status.REJECTED, None])
+def test_a_file_without_a_pass_verdict_is_refused(tmp_path, status):
+    ws, _ = workspace(tmp_path, tuned_softmax(), status)
+    with pytest.raises(VerifyError, match="no PASS verdict"):
+        collect_kernels(ws)
+
+
+def test_the_api_refuses_it_too(tmp_path):
+    ws, _ = workspace(tmp_path, tuned_softmax(), None)
+    with pytest.raises(VerifyError, match="no PASS verdict"):
+        api.load_kernels(ws)
+
+
+def test_a_forged_verdict_does_not_let_a_guarded_construct_through(tmp_path):
+    # A PASS verdict for this hash could only have been written by something other than the
+    # harness: the static check runs again and refuses the rebinding.
+    source = tuned_softmax() + "torch.Tensor.allclose = lambda *a, **k: True\n"
+    ws, _ = workspace(tmp_path, source, Status.PASS)
+    with pytest.raises(VerifyError, match="fails the static guard now"):
+        collect_kernels(ws)
+
+
+def test_shipped_starters_need_no_verdict(tmp_path):
+    ws, _ = workspace(tmp_path, (KERNELS / "softmax.py").read_text(), None)
+    assert len(collect_kernels(ws)[0]) == 1
+
+
+def test_the_escape_hatch_loads_an_unjudged_file(tmp_path, monkeypatch):
+    ws, path = workspace(tmp_path, tuned_softmax(), None)
+    with pytest.raises(UnjudgedKernel):
+        require_judged(path)
+    monkeypatch.setenv(TRUST_ENV, "1")
+    assert len(collect_kernels(ws)[0]) == 1
+
+
+def test_every_verdict_records_the_hash_of_the_bytes_it_judged(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text("import os\nKERNEL_TYPE = 'softmax'\ndef kernel_fn(x):\n    return x\n")
+    v = evaluate(path, Options(prestart=False))
+    assert v.status is Status.REJECTED
+    assert v.sha256 == sha256_of(path) and len(v.sha256) == 64
+    assert Verdict.from_json(v.to_json()).sha256 == v.sha256
+
+
+def test_the_verify_command_refuses_in_one_line_with_exit_2(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from autokernel.verify import verify_command
+
+    app = typer.Typer()
+    app.command("verify")(verify_command)
+    app.callback()(lambda: None)
+    ws, _ = workspace(tmp_path, tuned_softmax(), None)
+    model = Path(__file__).parents[1] / "examples" / "single_op.py"
+    res = CliRunner().invoke(app, ["verify", str(model), "-w", str(ws), "--device", "cpu"])
+    assert res.exit_code == 2, res.output
+    assert "no PASS verdict" in res.output and "Traceback" not in res.output
+
+
+@pytest.mark.slow
+def test_a_real_run_leaves_kernels_that_verify_accepts(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    run = subprocess.run(
+        [sys.executable, "-m", "autokernel.cli", "run", "--kernel", "reduce",
+         "--max-experiments", "2", "--quick", "--quiet", "--workspace", str(ws)],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    hashes = {Verdict.read(p).sha256 for p in (ws / ".autokernel" / "verdicts").glob("*.json")}
+    assert len(hashes) >= 1 and all(len(h) == 64 for h in hashes)
+    kernels, origin, _ = collect_kernels(ws)  # the run's own kept kernel: judged, so it loads
+    assert [k.kernel_type for k in kernels] == ["reduce"], origin
+    assert sha256_of(kernels[0].path) in passed_hashes(ws)  # by its verdict, not as a starter
