@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from autokernel.launch import launcher, remember
+
 KERNEL_TYPE = "cross_entropy"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
@@ -221,7 +223,7 @@ def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     )
     run = _PLANS.get(key)
     if run is None:
-        run = _remember(key, _plan(logits, targets))
+        run = remember(_PLANS, key, _plan(logits, targets))
     return run(logits, targets)
 
 
@@ -249,7 +251,7 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
         rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], _pow2(n_rows))
         num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
         vec = 16 // logits.element_size() if logits.data_ptr() % 16 == 0 else 1
-        row_losses = _launcher(
+        row_losses = launcher(
             _cross_entropy_kernel,
             (_cdiv(n_rows, rows),),
             # X_row_stride, n_rows, n_cols, IGNORE, BLOCK_COLS, ROWS, SINGLE, VEC
@@ -259,7 +261,7 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
     # With no classes (torch raises) nothing is read: every row loss is undefined (NaN).
 
     block = min(MEAN_BLOCK, _pow2(max(n_rows, 1)))
-    mean = _launcher(
+    mean = launcher(
         _cross_entropy_mean_kernel,
         (1,),
         (n_rows, IGNORE_INDEX, block),  # n_rows, IGNORE, BLOCK
@@ -290,7 +292,7 @@ def _split(logits: torch.Tensor):
     chunk = CONFIG["SPLIT_CHUNK"]
     n_chunks = _cdiv(n_cols, chunk)
     block_cols = min(CONFIG["BLOCK_SIZE"], chunk)
-    stats = _launcher(
+    stats = launcher(
         _split_stats_kernel,
         (n_rows * n_chunks,),
         # X_row_stride, n_cols, n_chunks, IGNORE, CHUNK, BLOCK_COLS
@@ -299,7 +301,7 @@ def _split(logits: torch.Tensor):
     )
     chunks_pow2 = _pow2(n_chunks)
     rows = max(1, min(COMBINE_TILE // chunks_pow2, _pow2(n_rows)))
-    combine = _launcher(
+    combine = launcher(
         _split_combine_kernel,
         (_cdiv(n_rows, rows),),
         # X_row_stride, n_rows, n_cols, n_chunks, IGNORE, ROWS, CHUNKS_POW2
@@ -327,65 +329,3 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
-
-
-def _remember(key: tuple, run):
-    """Keep a plan for its signature. A model whose sequence length changes brings a new
-    signature per length, so the table is emptied when it reaches 1024 plans."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    _PLANS[key] = run
-    return run
-
-
-def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
-    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
-    that depend only on the call signature. The first launch goes through Triton as usual; on a
-    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
-    the argument binding and cache lookup that made up half of a launch's host time on the
-    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
-    compiled = []
-    usual = kernel[grid]
-
-    def launch(*live) -> None:
-        if compiled:
-            compiled[0](*live, *fixed)
-            return
-        result = usual(*live, *fixed, **options)
-        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
-        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
-        if plain and isinstance(result, triton.compiler.CompiledKernel):
-            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
-
-    return launch
-
-
-def _direct(compiled, grid3: tuple):
-    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
-    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
-    for every launch even when no hook is registered. While a profiler hook is registered, or
-    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
-    runner = compiled[grid3]  # also loads the kernel onto the device
-    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
-    driver, knobs, chain = (
-        triton.runtime.driver.active,
-        triton.knobs.runtime,
-        triton.knobs.HookChain,
-    )
-    g0, g1, g2 = grid3
-    state = {"direct": True}
-
-    def launch(*args) -> None:
-        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
-        quiet = isinstance(enter, chain) and isinstance(leave, chain)
-        if not (state["direct"] and quiet) or enter.calls or leave.calls:
-            runner(*args)
-            return
-        stream = driver.get_current_stream(driver.get_current_device())
-        try:
-            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
-        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
-            state["direct"] = False
-            runner(*args)
-
-    return launch

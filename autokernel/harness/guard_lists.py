@@ -7,8 +7,11 @@ import builtins
 
 ALLOWED_IMPORTS = frozenset(
     {"torch", "triton", "math", "functools", "typing", "dataclasses", "itertools", "enum",
-     "operator", "__future__"}
+     "operator", "__future__", "autokernel"}
 )  # fmt: skip
+# What kernel.py may take from autokernel: the starters' launch fast path (autokernel/launch.py),
+# which reads Triton internals a candidate may not name itself. Nothing else of the package.
+AUTOKERNEL_MEMBERS = {"launch": frozenset({"launcher", "remember"})}
 
 # torch.<path> that kernel.py may touch: allocation, dtypes, device queries, and building a
 # CUDA extension for BACKEND = "cuda". Everything else in torch computes and is off limits.

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from autokernel.harness.guard_lists import (
     ALLOWED_IMPORTS,
     ALLOWED_TORCH,
+    AUTOKERNEL_MEMBERS,
     ESCAPE_ATTRS,
     FORBIDDEN_CALLS,
     FORBIDDEN_METHODS,
@@ -92,6 +93,15 @@ def path_problem(path: list[str], importing: bool = False) -> str | None:
             return None
         allowed = [*sorted(TRITON_MEMBERS), "language", ".".join(TENSOR_DESCRIPTOR)]
         return f"{dotted} is not allowed in kernel.py (triton: {', '.join(allowed)})"
+    if root == "autokernel":
+        module, names = (rest[0], rest[1:]) if rest else ("", [])
+        if module in AUTOKERNEL_MEMBERS and len(names) <= 1:
+            if not names or names[0] in AUTOKERNEL_MEMBERS[module]:
+                return None
+        offered = [
+            f"autokernel.{m}.{n}" for m, ns in AUTOKERNEL_MEMBERS.items() for n in sorted(ns)
+        ]
+        return f"{dotted} is not allowed in kernel.py (from autokernel only: {', '.join(offered)})"
     if not rest:
         return None
     members = MODULE_MEMBERS.get(root)
