@@ -121,8 +121,9 @@ def wall_limit_us(claimed_us: float, on_gpu: bool) -> float:
 def cross_check(
     ev: Evaluation, proc: KernelProcess, size: Size, dtype: torch.dtype, claimed_us: float,
     role: int = 0,
-) -> None:  # fmt: skip
-    """Refuse a claimed median that the judge's own clock, or a checked output, contradicts."""
+) -> float:  # fmt: skip
+    """Refuse a claimed median that the judge's own clock, or a checked output, contradicts;
+    return the judge's wall time per call."""
     label = ev.spec.label(size)
     if not (math.isfinite(claimed_us) and claimed_us > 0):
         raise _reject(label, dtype, f"the candidate's process claimed {claimed_us!r} us per "
@@ -150,6 +151,7 @@ def cross_check(
             f"{wall_s * 1e3:.1f} ms on the judge's clock ({per_call:.1f} us per call, limit "
             f"{limit:.1f}): the claimed time is not believed",
         )  # fmt: skip
+    return per_call
 
 
 def time_candidate(
@@ -166,10 +168,11 @@ def time_candidate(
         call_checked(ev, "benchmark", MAIN, size, dtype, key, expected)
         del expected
         m = proc.measure(0, label, dtype)
-        cross_check(ev, proc, size, dtype, m.median_us)
+        wall_us = cross_check(ev, proc, size, dtype, m.median_us)
         base = baselines.get(label, {})
         t = _timing(ev.spec, size, dtype, m.median_us, m.spread_us, peaks,
                     base.get("eager"), base.get("compile"))  # fmt: skip
+        t.judge_wall_us = wall_us
         timings.append(t)
         if t.pct_peak is not None and t.pct_peak > 100 * PLAUSIBLE_FRACTION:
             raise _reject(
