@@ -176,3 +176,33 @@ def test_the_judge_never_imports_the_candidate(tmp_path):
     v = evaluate(path, Options(guards=False, timing=False, compile_baseline=False))
     assert v.status is Status.CRASH and "imported" in v.message
     assert not [m for m in set(sys.modules) - before if "candidate" in m]
+
+
+INFLATE_BASELINE = """
+import sys
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = 'reduce'
+
+# Guards off: make the eager baseline read a million times slower in this process.
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith('autokernel.harness') and hasattr(_module, 'lookup'):
+        _real = _module.lookup
+        _module.lookup = lambda *a, _real=_real: (_real(*a) or 1.0) * 1e6
+"""
+
+
+@pytest.mark.slow
+def test_speedups_use_baselines_read_before_the_candidate_ran(tmp_path):
+    body = (Path(__file__).parent / "faults" / "forge_sys_modules_timing.py").read_text()
+    kernel = INFLATE_BASELINE + body[body.index("@triton.jit") - 2 :]
+    path = tmp_path / "kernel.py"
+    path.write_text(kernel)
+    opts = Options(guards=False, quick=True, compile_baseline=False, seed=1, prestart=False)
+    v = evaluate(path, opts)
+    assert v.status is Status.PASS, v.message
+    [t] = v.timings
+    assert t.eager_us is not None and t.speedup_vs_eager is not None
+    assert t.speedup_vs_eager < 1e3, f"a forged baseline was believed: {t}"
