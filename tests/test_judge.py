@@ -206,3 +206,42 @@ def test_speedups_use_baselines_read_before_the_candidate_ran(tmp_path):
     [t] = v.timings
     assert t.eager_us is not None and t.speedup_vs_eager is not None
     assert t.speedup_vs_eager < 1e3, f"a forged baseline was believed: {t}"
+
+
+class PipeWorker:
+    """Just enough of prestart.Worker for a Link: a process whose replies we write ourselves."""
+
+    def __init__(self, tmp_path: Path):
+        import os
+        import subprocess
+        import sys
+
+        self.work = tmp_path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        self.read_fd, self.write_fd = os.pipe()
+
+    def ready(self) -> bool:
+        return True
+
+
+def test_a_reply_must_echo_the_request_it_answers(tmp_path):
+    import os
+
+    from autokernel.harness.judge import Link
+
+    worker = PipeWorker(tmp_path)
+    try:
+        link = Link(worker, (5.0, 5.0), lambda p: None, lambda: None)  # type: ignore[arg-type]
+        link.reader.fd = worker.read_fd
+        link.seq = "1234abcd"
+        os.write(worker.write_fd, b'{"ok": true}\n')  # written ahead: no request number
+        with pytest.raises(ChannelError, match="no request"):
+            link.reply()
+        os.write(worker.write_fd, b'{"ok": true, "seq": "1234abcd"}\n')
+        assert link.reply() == {"ok": True}
+    finally:
+        worker.proc.kill()
+        worker.proc.wait()

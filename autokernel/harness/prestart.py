@@ -2,8 +2,8 @@
 
 Start-up (interpreter, torch, triton, harness and spec imports) is 3.6-5.2 s of each evaluation
 on an H200, often half of it. A spare does that work while the previous evaluation runs or the
-agent proposes, then blocks on stdin. Isolation is unchanged: a worker serves one request and
-exits, and a spare has run no candidate code when its request arrives.
+agent proposes, then blocks on stdin. Isolation is unchanged: a worker serves one evaluation
+and exits, and a spare has run no candidate code when its request arrives.
 
 Rules a spare must pass at hand-over, else it is closed and a cold worker starts instead:
 - the same mode: TRITON_INTERPRET must be set before triton is imported, so a spare is started

@@ -4,7 +4,8 @@ with a hard wall-clock limit.
 The parent never imports candidate code: it reads kernel.py's syntax tree for the static guard
 and KERNEL_TYPE, then hands the request to a worker in its own process group and kills the whole
 group when the limit expires (a hung GPU kernel cannot be interrupted from Python; killing the
-process is the only stop). Whatever happens to the worker, the caller gets a verdict.
+process is the only stop). Whatever happens to the worker, the caller gets a verdict, and this
+process decides it (judge.py): the worker only computes outputs and runs the timed calls.
 
 The worker is usually pre-started (prestart.py): a fresh process that finished its imports while
 the previous request ran. The limit starts at the hand-over, so a worker's start-up never counts
