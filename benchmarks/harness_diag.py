@@ -57,9 +57,18 @@ def _sync(torch, device) -> None:
 
 
 def _kernel(kind: str):
-    from autokernel.harness import worker
+    from autokernel.harness.serve import load_candidate
 
-    return worker._load_candidate(ROOT / "kernels" / f"{kind}.py", f"diag_{kind}")
+    return load_candidate(ROOT / "kernels" / f"{kind}.py", f"diag_{kind}")
+
+
+def _local(kind: str, device, mod=None):
+    """The judge's view of one of our starters, run in this process (harness/local.py)."""
+    from autokernel.harness.local import LocalProcess
+    from autokernel.specs import SPECS
+
+    proc = LocalProcess(SPECS[kind], [mod or _kernel(kind)], device, 1)
+    return proc, proc.evaluation()
 
 
 def _print_stats(pr: cProfile.Profile, key: str, n: int) -> None:
@@ -71,10 +80,9 @@ def _print_stats(pr: cProfile.Profile, key: str, n: int) -> None:
 def profile(kind: str) -> None:
     _, device = _setup()
     stamp(f"prepared ({device.type})")
-    from autokernel.harness.stages import Evaluation, run_stages
-    from autokernel.specs import SPECS
+    from autokernel.harness.stages import run_stages
 
-    ev = Evaluation(SPECS[kind], _kernel(kind).kernel_fn, device, 1)
+    _, ev = _local(kind, device)
     pr = cProfile.Profile()
     pr.enable()
     run_stages(ev, progress=stamp)
@@ -96,10 +104,9 @@ def narrow() -> None:
     torch, device = _setup()
     on_gpu = device.type == "cuda"
     from autokernel.harness import worker
-    from autokernel.harness.benchmark import time_candidate
-    from autokernel.harness.stages import Evaluation, run_stages
+    from autokernel.harness.benchmark import Peaks, time_candidate
+    from autokernel.harness.stages import run_stages
     from autokernel.harness.timing import measure
-    from autokernel.specs import SPECS
 
     for kind in NARROW_TYPES:
         mod = _kernel(kind)
@@ -127,10 +134,10 @@ def narrow() -> None:
                 during.append(round(measure(fn, True).median_us, 1))
             spare.wait()
             stamp(f"{kind} while a spare process starts: {during}")
-        ev = Evaluation(SPECS[kind], mod.kernel_fn, device, 1)
+        proc, ev = _local(kind, device, mod)
         run_stages(ev)
-        peaks, _ = worker._peaks(device, SPECS[kind], torch.bfloat16)
-        timings = time_candidate(ev, torch.bfloat16, peaks, False)
+        peaks = Peaks(**worker._peaks(device, torch.bfloat16))
+        timings = time_candidate(ev, proc, torch.bfloat16, peaks, {})
         again = measure(fn, on_gpu).median_us
         stamp(f"{kind} after stages: harness timings "
               f"{[(t.size, round(t.us, 1)) for t in timings]}; re-measured same args {again:.1f} us")  # fmt: skip

@@ -6,30 +6,29 @@ inputs in alternating rounds exposes them to the same drift, and the ratio withi
 cancels it; the spread of those paired ratios is the noise the win must beat. Rounds go A B, then
 B A, so neither kernel always runs right after the other.
 
-The worker calls compare_kernels with both kernel files already imported; the parent only ever
-sees the JSON form of the Comparison.
+Both kernels run in one candidate process (the worker), which times the rounds; the judge
+(compare_kernels, in the parent) checks both outputs itself and cross-checks each kernel's
+claimed median with its own clock (benchmark.cross_check), as for a single evaluation.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
-from autokernel.harness.stages import Evaluation, StageFailure, call_checked, to_float64
-from autokernel.harness.timing import measure
+from autokernel.harness.benchmark import KernelProcess, cross_check
+from autokernel.harness.channel import ChannelError
+from autokernel.harness.stages import MAIN, Evaluation, StageFailure, call_checked, expected_output
 from autokernel.specs import Size, dtype_name
 from autokernel.stats import geomean
 
 ROUNDS = 5  # paired rounds per size: a median and a p20-p80 need at least this many
 ROLES = ("best", "candidate")
-
-
-class TimingError(Exception):
-    """A kernel raised while being timed."""
 
 
 @dataclass
@@ -73,70 +72,69 @@ def _size_entry(label: str, dtype: torch.dtype, pairs: list[tuple[float, float]]
     }
 
 
-def _check_both(evs: tuple[Evaluation, Evaluation], args: tuple, label: str, dtype) -> str | None:
+def _check_both(ev: Evaluation, size: Size, dtype: torch.dtype) -> str | None:
     """Both outputs against the reference once, on the inputs about to be timed."""
-    expected = evs[0].spec.reference(*to_float64(args))
-    for role, ev in zip(ROLES, evs, strict=True):
+    label = ev.spec.label(size)
+    key = ("compare", label)
+    expected = expected_output(ev, MAIN, size, dtype, key)
+    for role in (0, 1):
         try:
-            call_checked(ev, "compare", label, dtype, args, expected)
+            call_checked(ev, "compare", MAIN, size, dtype, key, expected, role)
         except StageFailure as failure:
             first = failure.check.message.splitlines()[0] if failure.check.message else ""
-            return f"{role} kernel: {failure.status.value} at {label} {dtype_name(dtype)}: {first}"
+            where = f"{label} {dtype_name(dtype)}"
+            return f"{ROLES[role]} kernel: {failure.status.value} at {where}: {first}"
     return None
 
 
-def _rounds(
-    evs: tuple[Evaluation, Evaluation],
-    args: tuple,
-    label: str,
-    rounds: int,
-    progress: Callable[[str], None],
-) -> list[tuple[float, float]]:
-    """(best_us, candidate_us) per round, best first in even rounds and second in odd ones."""
-    pairs = []
-    for r in range(max(1, rounds)):
-        us = [0.0, 0.0]
-        for k in (0, 1) if r % 2 == 0 else (1, 0):
-            progress(f"compare {label}: timing {ROLES[k]}")
-            try:
-                us[k] = measure(lambda ev=evs[k]: ev.kernel_fn(*args), evs[k].on_gpu).median_us
-            except Exception as exc:  # its checked call did not raise; a repeated one did
-                raise TimingError(
-                    f"{ROLES[k]} kernel raised while timed at {label}: {type(exc).__name__}: {exc}"
-                ) from None
-        pairs.append((us[0], us[1]))
-    return pairs
+def _pairs(reply: object, rounds: int) -> list[tuple[float, float]]:
+    """The rounds the candidate's process reports, parsed as untrusted data."""
+    pairs = reply if isinstance(reply, list) else None
+    ok = pairs is not None and len(pairs) == max(1, rounds) and all(
+        isinstance(p, list) and len(p) == 2
+        and all(type(x) is float and math.isfinite(x) and x > 0 for x in p)
+        for p in pairs
+    )  # fmt: skip
+    if not ok:
+        raise ChannelError(f"malformed timing rounds: {str(reply)[:200]}")
+    return [(p[0], p[1]) for p in pairs]  # type: ignore[union-attr]
+
+
+class RoundsProcess(KernelProcess, Protocol):
+    def rounds(self, rounds: int, label: str) -> dict[str, Any]: ...
 
 
 def compare_kernels(
-    best: Evaluation,
-    candidate: Evaluation,
+    ev: Evaluation,
+    proc: RoundsProcess,
     sizes: tuple[Size, ...],
     dtype: torch.dtype,
     rounds: int = ROUNDS,
     progress: Callable[[str], None] = lambda s: None,
-    checking: Callable[[bool], None] = lambda on: None,
 ) -> Comparison:
-    """Check both kernels once per size, then time them in `rounds` alternating rounds with
-    the harness's one timing path. A wrong output ends the comparison with error set."""
-    evs = (best, candidate)
-    spec = best.spec
+    """Check both kernels once per size, have them timed in `rounds` alternating rounds, and
+    cross-check each kernel's median with the judge's clock. A wrong output or a refused time
+    ends the comparison with error set."""
     done: list[dict] = []
     for size in sizes:
-        label = spec.label(size)
+        label = ev.spec.label(size)
         progress(f"compare {label}: checking")
-        args = best.inputs(spec.make_inputs, size, dtype, "compare", label)
-        checking(True)
-        error = _check_both(evs, args, label, dtype)
-        checking(False)
+        error = _check_both(ev, size, dtype)
         if error:
             return Comparison(sizes=done, error=error)
-        try:
-            pairs = _rounds(evs, args, label, rounds, progress)
-        except TimingError as exc:
-            return Comparison(sizes=done, error=str(exc))
+        reply = proc.rounds(rounds, label)
+        if reply.get("error"):
+            return Comparison(sizes=done, error=str(reply["error"])[:1000])
+        pairs = _pairs(reply.get("pairs"), rounds)
+        progress(f"compare {label}: cross-check")
+        for role in (0, 1):
+            claimed = statistics.median(p[role] for p in pairs)
+            try:
+                cross_check(ev, proc, size, dtype, claimed, role)
+            except StageFailure as failure:
+                first = failure.check.message.splitlines()[0]
+                return Comparison(sizes=done, error=f"{ROLES[role]} kernel: {first}")
         done.append(_size_entry(label, dtype, pairs))
-        del args
     if not done:
         return Comparison(error="no sizes to compare")
     return Comparison(

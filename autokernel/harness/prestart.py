@@ -2,8 +2,8 @@
 
 Start-up (interpreter, torch, triton, harness and spec imports) is 3.6-5.2 s of each evaluation
 on an H200, often half of it. A spare does that work while the previous evaluation runs or the
-agent proposes, then blocks on stdin. Isolation is unchanged: a worker serves one request and
-exits, and a spare has run no candidate code when its request arrives.
+agent proposes, then blocks on stdin. Isolation is unchanged: a worker serves one evaluation
+and exits, and a spare has run no candidate code when its request arrives.
 
 Rules a spare must pass at hand-over, else it is closed and a cold worker starts instead:
 - the same mode: TRITON_INTERPRET must be set before triton is imported, so a spare is started
@@ -61,10 +61,12 @@ class Worker:
     def start(cls, force_cpu: bool, env: dict[str, str]) -> Worker:
         work = Path(tempfile.mkdtemp(prefix="autokernel-worker-"))
         mode = "cpu" if force_cpu else "auto"
-        with (work / "stdout").open("w") as out, (work / "stderr").open("w") as err:
+        # stdout is the channel to the judge (the worker moves its own fd 1 to work/stdout
+        # before anything else runs); the one argv list is what containment wraps.
+        with (work / "stderr").open("w") as err:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "autokernel.harness.worker", str(work), mode],
-                stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=work,
                 env={**env, PARENT_ENV: str(os.getpid())}, start_new_session=True,
             )  # fmt: skip
         return cls(proc, work, force_cpu, dict(env), os.getpid())
@@ -88,15 +90,11 @@ class Worker:
         return self.proc.poll() is None
 
     def hand_over(self, req: dict) -> None:
-        """Send the request; raises OSError (BrokenPipeError) if the worker is already gone."""
+        """Send the first request (one JSON line; the judge's later ones follow on the same
+        pipe); raises OSError (BrokenPipeError) if the worker is already gone."""
         assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write(json.dumps(req).encode())
-        finally:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
+        self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+        self.proc.stdin.flush()
 
     def kill(self) -> None:
         """SIGKILL the whole group: a hung GPU kernel cannot be interrupted, only killed, and
@@ -107,11 +105,12 @@ class Worker:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            if pipe is not None and not pipe.closed:
+                try:
+                    pipe.close()
+                except OSError:
+                    pass
         self.proc.wait()
 
     def close(self) -> None:

@@ -4,7 +4,8 @@ with a hard wall-clock limit.
 The parent never imports candidate code: it reads kernel.py's syntax tree for the static guard
 and KERNEL_TYPE, then hands the request to a worker in its own process group and kills the whole
 group when the limit expires (a hung GPU kernel cannot be interrupted from Python; killing the
-process is the only stop). Whatever happens to the worker, the caller gets a verdict.
+process is the only stop). Whatever happens to the worker, the caller gets a verdict, and this
+process decides it (judge.py): the worker only computes outputs and runs the timed calls.
 
 The worker is usually pre-started (prestart.py): a fresh process that finished its imports while
 the previous request ran. The limit starts at the hand-over, so a worker's start-up never counts
@@ -13,11 +14,11 @@ against the candidate; compare() uses and keeps the same spare, its request diff
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -27,7 +28,8 @@ from pathlib import Path
 import torch
 
 from autokernel.cache import cache_dir
-from autokernel.harness import prestart
+from autokernel.harness import judge, prestart
+from autokernel.harness.channel import ChannelError, ChannelTimeout
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
@@ -37,7 +39,7 @@ from autokernel.specs import SPECS, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
 BASELINE_ALLOWANCE_S = 900.0  # extra, once per machine and size: torch.compile of baselines
-POLL_S = 0.05
+EXIT_WAIT_S = 2.0  # after its channel closed, how long a worker gets to exit by itself
 QUIET = "quiet"  # worker.await_quiet: the file that says no spare is starting any more
 SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -173,8 +175,8 @@ def compare(
     req = _request(opts, mode="compare", files=[str(p) for p in paths], kernel_type=kinds[0],
                    rounds=rounds)  # fmt: skip
     out = _run_worker(req, opts, on_phase or (lambda p: None))
-    if out.data is not None:
-        result = Comparison.from_json(out.data)
+    if isinstance(out.result, Comparison):
+        result = out.result
     else:
         result = Comparison(error=redact(_verdict(out, opts.timeout_s).message))
     result.harness_s = time.perf_counter() - t0
@@ -185,7 +187,7 @@ def _request(opts: Options, **fields: object) -> dict:
     return {
         "seed": opts.seed if opts.seed is not None else secrets.randbelow(2**31),
         "quick": opts.quick, "dtype": opts.dtype, "extra_sizes": opts.extra_sizes,
-        "guards": opts.guards, "force_cpu": opts.force_cpu, "nonce": secrets.token_hex(16),
+        "guards": opts.guards, "force_cpu": opts.force_cpu,
         **fields,
     }  # fmt: skip
 
@@ -194,17 +196,19 @@ def _request(opts: Options, **fields: object) -> dict:
 class _Outcome:
     """What came back from one worker run."""
 
-    data: dict | None  # the worker's result JSON, its nonce checked; None when it gave none
-    phase: str  # the phase it was last in; "" while still in start-up
+    result: Verdict | Comparison | None  # the judge's result; None when the worker failed it
+    phase: str  # the phase it was last in; "" while the worker had not answered at all
     timed_out: bool = False
     returncode: int = 0
     stderr: str = ""
+    unreadable: str = ""  # why a reply could not be read, when the worker was still alive
 
 
 def _run_worker(req: dict, opts: Options, on_phase: Callable[[str], None]) -> _Outcome:
     """Run the request in the spare if it fits, else in a worker started now. A spare that
-    exits before entering any phase never ran candidate code (OOM-killed while it waited, say):
-    the request gets one more worker, so a lost spare never becomes the candidate's CRASH."""
+    exits before answering its first request never ran candidate code (OOM-killed while it
+    waited, say): the request gets one more worker, so a lost spare never becomes the
+    candidate's CRASH."""
     env = worker_env()
     for _ in range(2):
         worker, pre_started = prestart.take(opts.force_cpu, env)
@@ -215,7 +219,7 @@ def _run_worker(req: dict, opts: Options, on_phase: Callable[[str], None]) -> _O
             raise
         finally:
             worker.close()
-        if not (pre_started and out.data is None and not out.timed_out and not out.phase):
+        if not (pre_started and out.result is None and not out.timed_out and not out.phase):
             break
     if opts.prestart:
         prestart.keep_warm(opts.force_cpu, env)
@@ -229,26 +233,16 @@ def _watch(
     env: dict[str, str],
     on_phase: Callable[[str], None],
 ) -> _Outcome:
+    """Hand the request over and judge the worker's replies (judge.py) under the time limits."""
     work, timeout_s = worker.work, opts.timeout_s
-    result, progress = work / "verdict.json", work / "progress"
-    if not worker.ready():
-        on_phase("start-up")  # truthful: this evaluation waits for the worker's imports
     quiet = work / QUIET  # created once no spare is starting beside this worker's timing
-    req = {
-        **req, "progress": str(progress), "verdict": str(result), "quiet": str(quiet),
-        "handed_at": time.monotonic(),
-    }  # fmt: skip
-    try:
-        worker.hand_over(req)
-    except OSError:
-        pass  # it died already: seen below as an exit without a verdict
-    start = time.monotonic()
-    candidate_start: float | None = None
-    last_phase = ""
+    req = {**req, "quiet": str(quiet)}
     spare_due = opts.prestart  # the next request's spare, started beside this one when harmless
     timed = req.get("mode") == "compare" or req.get("timing", True)
     beside = False
-    while worker.alive():
+
+    def tick() -> None:
+        nonlocal spare_due, beside
         if spare_due and worker.ready():  # not before: two start-ups would compete for the CPU
             # Under the interpreter, its imports would share the cores being timed (a copy of
             # softmax measured 2x slower than itself on two cores); on a GPU they use idle ones.
@@ -258,30 +252,30 @@ def _watch(
             spare_due = False  # else _run_worker starts it once this worker is done
         if not spare_due and not quiet.exists() and not _starting(beside):
             quiet.touch()
-        time.sleep(POLL_S)
-        if result.exists():
-            break  # written atomically and final: don't wait for torch's slow teardown
-        phase = _read(progress)
-        if phase != last_phase:
-            on_phase(phase)
-            last_phase = phase
-        now = time.monotonic()
-        if candidate_start is None and phase not in ("", "baselines"):
-            candidate_start = now
-        over_candidate = candidate_start is not None and now - candidate_start > timeout_s
-        over_all = now - start > timeout_s + BASELINE_ALLOWANCE_S
-        if over_candidate or over_all:
-            worker.kill()
-            return _Outcome(None, phase or "start-up", True, stderr=_tail(work / "stderr"))
-    worker.kill()  # reap anything the candidate left running in the group
+
+    link = judge.Link(worker, (timeout_s, timeout_s + BASELINE_ALLOWANCE_S), on_phase, tick)
     try:
-        data = json.loads(result.read_text())
-    except (OSError, ValueError):
-        data = None
-    if data is not None and data.pop("nonce", None) != req["nonce"]:
-        data = None
-    phase = _read(progress)  # "": it never got past start-up
-    return _Outcome(data, phase, False, worker.proc.returncode or 0, _tail(work / "stderr"))
+        if req.get("mode") == "compare":
+            result: Verdict | Comparison = judge.compare(link, req)
+        else:
+            result = judge.evaluate(link, req)
+    except ChannelTimeout:
+        worker.kill()
+        return _Outcome(None, link.phase, True, stderr=_tail(work / "stderr"))
+    except ChannelError as exc:
+        phase = link.phase if link.replies else ""
+        try:
+            worker.proc.wait(timeout=EXIT_WAIT_S)
+            unreadable = ""
+        except subprocess.TimeoutExpired:
+            unreadable = str(exc)  # alive, yet its reply could not be read
+        worker.kill()
+        code = worker.proc.returncode or 0
+        return _Outcome(None, phase, False, code, _tail(work / "stderr"), unreadable)
+    worker.kill()  # reap anything the candidate left running in the group
+    result.harness_s = time.monotonic() - link.start
+    result.phase_s = link.phase_s()
+    return _Outcome(result, link.phase, False, worker.proc.returncode or 0, _tail(work / "stderr"))
 
 
 def _starting(beside: bool) -> bool:
@@ -301,11 +295,17 @@ def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
             failure=Check(where, "", "", False, f"killed after {timeout_s:g} s in {where}"),
             stderr_tail=out.stderr,
         )  # fmt: skip
-    if out.data is not None:
-        verdict = Verdict.from_json(out.data)
+    if isinstance(out.result, Verdict):
+        verdict = out.result
         verdict.stderr_tail = out.stderr if verdict.status is not Status.PASS else ""
         return verdict
     where = out.phase or "start-up"
+    if out.unreadable:
+        message = f"the kernel's process sent a reply the judge cannot read: {out.unreadable}"
+        return Verdict(
+            status=Status.REJECTED, message=f"REJECTED in {where}: {message}",
+            failure=Check(where, "", "", False, message), stderr_tail=out.stderr,
+        )  # fmt: skip
     if out.returncode < 0:
         name = signal.Signals(-out.returncode).name
         what = f"killed by {name}" + (" (segmentation fault)" if name == "SIGSEGV" else "")

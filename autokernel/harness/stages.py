@@ -1,15 +1,19 @@
-"""The five correctness stages, run inside the worker process against a loaded kernel_fn.
+"""The five correctness stages, run by the judge against a kernel that runs in another process.
 
-Every check builds fresh inputs from the evaluation's seed, computes the reference in float64
-from those same low-precision inputs, poisons the memory the output is likely to land in, calls
-the candidate under the runtime guard, and compares. The first failing check ends the run: its
-text (stage, size, dtype, worst error and where) is what the agent reads next.
+The judge never imports candidate code. For every check it builds the inputs itself from the
+evaluation's seed, computes the reference in float64 from those same low-precision inputs, and
+asks the candidate's process (through `Evaluation.call`, see judge.py) to build the same inputs
+from the same seed and key, call kernel_fn, and hand back a plain copy of the output; then it
+compares. The first failing check ends the run: its text (stage, size, dtype, worst error and
+where) is what the agent reads next.
+
+The reference runs where the kernel runs (the GPU when there is one): float64 on the CPU at the
+GPU sizes (16384x8192 rows, 8192-cube products) takes minutes per check, on the GPU milliseconds.
 """
 
 from __future__ import annotations
 
 import time
-import traceback
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,13 +21,13 @@ from dataclasses import dataclass, field
 import torch
 
 from autokernel.harness.compare import compare, describe, shape_dtype_error
-from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status
 from autokernel.specs import DTYPES, KernelSpec, Size, dtype_name, parse_dtype
 from autokernel.specs.base import MakeInputs
 
 SMOKE_LIMIT_S = {True: 1.0, False: 3.0}  # GPU / CPU interpreter, second (compiled) call
 DETERMINISM_RUNS = 3
+MAIN = "inputs"  # the spec's own input generator; any other name is an adversarial case
 
 
 class StageFailure(Exception):
@@ -35,28 +39,68 @@ class StageFailure(Exception):
         self.check = check
 
 
+@dataclass(frozen=True)
+class Call:
+    """One call of kernel_fn the judge asks for: which inputs (generator name, size, dtype,
+    key), which kernel (role, in a comparison), and the output it expects."""
+
+    stage: str
+    make: str
+    size: Size
+    dtype: torch.dtype
+    key: tuple
+    out_shape: tuple[int, ...]
+    out_dtype: torch.dtype
+    role: int = 0
+
+
+# judge side: runs the call in the candidate's process and returns a plain copy of the output
+# and the seconds the call took on the judge's clock; StageFailure for the candidate's faults
+Caller = Callable[[Call], tuple[torch.Tensor, float]]
+
+
+def generator(device: torch.device, seed: int, *key: object) -> torch.Generator:
+    """A generator seeded from the evaluation seed and the check's identity."""
+    mix = zlib.crc32(repr(key).encode()) ^ (seed * 0x9E3779B1)
+    return torch.Generator(device=device).manual_seed(mix & 0x7FFF_FFFF_FFFF)
+
+
+def make_fn(spec: KernelSpec, make: str) -> MakeInputs:
+    if make == MAIN:
+        return spec.make_inputs
+    for case in spec.adversarial:
+        if case.name == make:
+            return case.make
+    raise KeyError(f"{spec.name} has no input generator {make!r}")
+
+
+def build_inputs(
+    spec: KernelSpec, make: str, size: Size, dtype: torch.dtype, device: torch.device,
+    seed: int, key: tuple,
+) -> tuple:  # fmt: skip
+    """The inputs of one call: the judge and the candidate's process each build them from the
+    same seed and key, so the judge never has to trust the candidate's copy."""
+    return make_fn(spec, make)(
+        size, dtype, generator(device, seed, *key, dtype_name(dtype)), device
+    )
+
+
 @dataclass
 class Evaluation:
     spec: KernelSpec
-    kernel_fn: Callable
     device: torch.device
     seed: int
     extra_sizes: tuple[Size, ...] = ()  # real model shapes from a plan: swept like the rest
     quick: bool = False
-    guard_runtime: bool = True
+    call: Caller | None = None
     results: list[StageResult] = field(default_factory=list)
 
     @property
     def on_gpu(self) -> bool:
         return self.device.type == "cuda"
 
-    def generator(self, *key: object) -> torch.Generator:
-        """A generator seeded from the evaluation seed and the check's identity."""
-        mix = zlib.crc32(repr(key).encode()) ^ (self.seed * 0x9E3779B1)
-        return torch.Generator(device=self.device).manual_seed(mix & 0x7FFF_FFFF_FFFF)
-
-    def inputs(self, make: MakeInputs, size: Size, dtype: torch.dtype, *key: object) -> tuple:
-        return make(size, dtype, self.generator(*key, dtype_name(dtype)), self.device)
+    def inputs(self, make: str, size: Size, dtype: torch.dtype, *key: object) -> tuple:
+        return build_inputs(self.spec, make, size, dtype, self.device, self.seed, key)
 
 
 def to_float64(args: tuple) -> tuple:
@@ -66,52 +110,23 @@ def to_float64(args: tuple) -> tuple:
     )
 
 
-def _poison(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> None:
-    """Fill, then free, a block the size of the expected output: the allocator hands that same
-    block to the kernel's torch.empty, so elements it never writes read back as NaN."""
-    if dtype.is_floating_point:
-        block = torch.full(shape, float("nan"), dtype=dtype, device=device)
-        del block
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
+def expected_output(ev: Evaluation, make: str, size: Size, dtype: torch.dtype, key: tuple):
+    """The float64 reference for the inputs named by (make, size, dtype, key)."""
+    return ev.spec.reference(*to_float64(ev.inputs(make, size, dtype, *key)))
 
 
 def call_checked(
-    ev: Evaluation, stage: str, label: str, dtype: torch.dtype, args: tuple, expected: torch.Tensor
-) -> tuple[Check, torch.Tensor]:
-    """Call kernel_fn once on args and judge the output. Raises StageFailure on any problem."""
+    ev: Evaluation, stage: str, make: str, size: Size, dtype: torch.dtype, key: tuple,
+    expected: torch.Tensor, role: int = 0,
+) -> tuple[Check, torch.Tensor]:  # fmt: skip
+    """Have kernel_fn called once on the named inputs and judge the output against `expected`.
+    Raises StageFailure on any problem."""
+    assert ev.call is not None, "an Evaluation needs a caller to run checks"
     out_dtype = ev.spec.out_dtype(dtype)
-    snapshot = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-    check = Check(stage=stage, size=label, dtype=dtype_name(dtype), ok=False)
-    _poison(expected.shape, out_dtype, ev.device)
-    monitor = TorchOpMonitor()
-    t0 = time.perf_counter()
-    try:
-        if ev.guard_runtime:
-            with monitor:
-                got = ev.kernel_fn(*args)
-        else:
-            got = ev.kernel_fn(*args)
-        _sync(ev.device)
-    except Exception as exc:  # the candidate's own error: report it, don't die of it
-        tb = traceback.format_exception(exc)[-6:]
-        check.message = f"kernel_fn raised {type(exc).__name__}: {exc}\n{''.join(tb)}"[-3000:]
-        raise StageFailure(Status.CRASH, check) from None
-    check.seconds = time.perf_counter() - t0
-    if monitor.forbidden:
-        check.message = (
-            "kernel_fn called torch ops that compute: "
-            + ", ".join(monitor.forbidden[:8])
-            + ". Only allocation, views and copies may run outside the kernel."
-        )
-        raise StageFailure(Status.REJECTED, check)
-    for before, after in zip(snapshot, args, strict=True):
-        if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-            check.message = "kernel_fn modified one of its inputs; inputs must stay unchanged"
-            raise StageFailure(Status.REJECTED, check)
+    label = ev.spec.label(size)
+    call = Call(stage, make, size, dtype, key, tuple(expected.shape), out_dtype, role)
+    got, seconds = ev.call(call)
+    check = Check(stage=stage, size=label, dtype=dtype_name(dtype), ok=False, seconds=seconds)
     problem = shape_dtype_error(got, expected, out_dtype)
     if problem:
         check.message = problem
@@ -133,12 +148,11 @@ def call_checked(
 
 
 def run_check(
-    ev: Evaluation, stage: str, make: MakeInputs, size: Size, dtype: torch.dtype, key: object = ""
+    ev: Evaluation, stage: str, make: str, size: Size, dtype: torch.dtype, key: object = ""
 ) -> Check:
-    label = ev.spec.label(size)
-    args = ev.inputs(make, size, dtype, stage, label, key)
-    expected = ev.spec.reference(*to_float64(args))
-    check, _ = call_checked(ev, stage, label, dtype, args, expected)
+    full_key = (stage, ev.spec.label(size), key)
+    expected = expected_output(ev, make, size, dtype, full_key)
+    check, _ = call_checked(ev, stage, make, size, dtype, full_key, expected)
     return check
 
 
@@ -152,8 +166,8 @@ def _worst(checks: list[Check], spec: KernelSpec) -> Check | None:
 def _stage_smoke(ev: Evaluation) -> list[Check]:
     size = ev.spec.sizes(ev.on_gpu).smoke
     dtype = torch.float16
-    first = run_check(ev, "smoke", ev.spec.make_inputs, size, dtype)
-    second = run_check(ev, "smoke", ev.spec.make_inputs, size, dtype, key="again")
+    first = run_check(ev, "smoke", MAIN, size, dtype)
+    second = run_check(ev, "smoke", MAIN, size, dtype, key="again")
     limit = SMOKE_LIMIT_S[ev.on_gpu]
     if second.seconds > limit:
         second.ok = False
@@ -174,15 +188,13 @@ def _sweep_sizes(ev: Evaluation) -> tuple[Size, ...]:
 
 def _stage_sweep(ev: Evaluation) -> list[Check]:
     return [
-        run_check(ev, "sweep", ev.spec.make_inputs, size, dtype)
-        for size in _sweep_sizes(ev)
-        for dtype in DTYPES
+        run_check(ev, "sweep", MAIN, size, dtype) for size in _sweep_sizes(ev) for dtype in DTYPES
     ]
 
 
 def _stage_adversarial(ev: Evaluation) -> list[Check]:
     return [
-        run_check(ev, "adversarial", case.make, case.size(ev.on_gpu), dtype, key=case.name)
+        run_check(ev, "adversarial", case.name, case.size(ev.on_gpu), dtype, key=case.name)
         for case in ev.spec.adversarial
         for dtype in case.dtypes
     ]
@@ -195,11 +207,11 @@ def _stage_determinism(ev: Evaluation) -> list[Check]:
     label = ev.spec.label(size)
     checks = []
     for dtype in DTYPES:
-        args = ev.inputs(ev.spec.make_inputs, size, dtype, "determinism", label)
-        expected = ev.spec.reference(*to_float64(args))
+        key = ("determinism", label)
+        expected = expected_output(ev, MAIN, size, dtype, key)
         outs = []
-        for _ in range(DETERMINISM_RUNS):
-            check, got = call_checked(ev, "determinism", label, dtype, args, expected)
+        for _ in range(DETERMINISM_RUNS):  # the same key: the worker re-uses the same tensors
+            check, got = call_checked(ev, "determinism", MAIN, size, dtype, key, expected)
             outs.append(got.clone())
             checks.append(check)
         for i, out in enumerate(outs[1:], start=2):
@@ -220,7 +232,7 @@ def _stage_determinism(ev: Evaluation) -> list[Check]:
 
 def _stage_odd(ev: Evaluation) -> list[Check]:
     return [
-        run_check(ev, "odd_sizes", ev.spec.make_inputs, size, dtype)
+        run_check(ev, "odd_sizes", MAIN, size, dtype)
         for size in ev.spec.sizes(ev.on_gpu).odd
         for dtype in DTYPES
     ]

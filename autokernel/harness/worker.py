@@ -1,17 +1,17 @@
-"""The evaluation worker: the only process that imports candidate code.
+"""The evaluation worker: the only process that imports candidate code, and one that judges
+nothing.
 
 Started by the sandbox (`python -m autokernel.harness.worker WORK_DIR cpu|auto`), possibly
 long before it is needed: it first imports everything that is not candidate-specific, creates
-WORK_DIR/ready, and only then reads its one request from stdin (see prestart.py). It writes a
-progress file (the stage it is in, so a timeout can say where it hung) and the result JSON: a
-verdict, or with "mode": "compare" a Comparison of two kernel files timed interleaved. Baselines
-and ceilings are measured before the candidate is imported, so nothing the candidate does can
-change them.
+WORK_DIR/ready, and only then reads its first request from stdin (see prestart.py). It answers
+that one with the baselines and ceilings, measured before any candidate code runs, then serves
+the judge's requests one at a time (serve.py: import, call, time), each answered by one JSON
+line on its private channel (channel.py). The judge (judge.py, in the parent) decides every
+verdict from copies of the outputs; whatever this process says about itself is a claim.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -19,42 +19,28 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
-# CLOCK_MONOTONIC, shared with the parent on Linux: its "handed_at" is comparable with this.
-T_START = time.monotonic()  # before torch is imported: start-up is part of the cost
-
 
 class Progress:
-    """Writes the current phase for the parent (so a timeout can say where it hung) and
-    records how long each phase took (so the harness's own cost is visible)."""
+    """Writes the current phase to a file for the parent, which reads it while it waits (so a
+    timeout can say where the worker hung, and a phase the worker enters on its own, such as
+    waiting for the spare's start-up, shows in the live view)."""
 
-    def __init__(self, path: Path, t0: float) -> None:
-        self.path, self.phase, self.since = path, "start-up", t0
-        self.seconds: dict[str, float] = {}
+    def __init__(self, path: Path) -> None:
+        self.path, self.phase = path, ""
 
     def __call__(self, phase: str) -> None:
-        now = time.monotonic()
-        self.seconds[self.phase] = self.seconds.get(self.phase, 0.0) + now - self.since
-        self.phase, self.since = phase, now
-        self.path.write_text(phase)
+        if phase != self.phase:
+            self.phase = phase
+            self.path.write_text(phase)
 
 
-def _load_candidate(path: Path, name: str = "autokernel_candidate"):
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _install_stream_guard(torch, active: list[bool] | None = None) -> list[str]:
-    """Record any attempt to create or switch CUDA streams (the static guard forbids naming
-    them; this catches a path around it). With `active`, only while active[0] is true: the
-    harness's own timing code may create streams."""
+def _install_stream_guard(torch, active: list[bool]) -> list[str]:
+    """Record any attempt to create or switch CUDA streams while active[0] is true (during the
+    judged calls; the static guard forbids naming streams, this catches a path around it).
+    Work hidden on a side stream while timed shows in the judge's wall clock instead."""
     seen: list[str] = []
     for name in ("Stream", "set_stream", "stream", "ExternalStream"):
         original = getattr(torch.cuda, name, None)
@@ -62,7 +48,7 @@ def _install_stream_guard(torch, active: list[bool] | None = None) -> list[str]:
             continue
 
         def wrapped(*a, __name=name, __orig=original, **k):
-            if active is None or active[0]:
+            if active[0]:
                 seen.append(f"torch.cuda.{__name}")
             return __orig(*a, **k)
 
@@ -70,18 +56,17 @@ def _install_stream_guard(torch, active: list[bool] | None = None) -> list[str]:
     return seen
 
 
-def _peaks(device, spec, dtype):
-    from autokernel.harness.benchmark import Peaks
-
+def _peaks(device, dtype) -> dict[str, float | None]:
     if device.type != "cuda":
-        return Peaks(None, None), None
+        return {"gbs": None, "tflops": None}
     from autokernel import gpu
 
     info = gpu.detect()
     ceilings = gpu.load_or_measure()
-    return Peaks(
-        gpu.peak_bandwidth_gbs(info, ceilings), gpu.peak_tflops(info, ceilings, dtype)
-    ), info
+    return {
+        "gbs": gpu.peak_bandwidth_gbs(info, ceilings),
+        "tflops": gpu.peak_tflops(info, ceilings, dtype),
+    }
 
 
 def _setting(req: dict[str, Any]):
@@ -100,124 +85,87 @@ def _setting(req: dict[str, Any]):
     return torch.device("cuda" if on_gpu else "cpu"), spec, dtype
 
 
-def evaluate(req: dict[str, Any], progress: Progress) -> Any:
-    import torch
-
+def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
+    """Everything measured before any candidate code runs: the baselines of the benchmark sizes
+    and the machine's ceilings. The judge reads this reply before it sends the import request,
+    so what it says was written by trusted code."""
     from autokernel.harness import baselines
-    from autokernel.harness.benchmark import bench_sizes, geomean, time_candidate
-    from autokernel.harness.compiled import spilled_registers
-    from autokernel.harness.stages import Evaluation, StageFailure, run_stages
-    from autokernel.harness.timing import clock_name
-    from autokernel.harness.verdict import Check, Status, Verdict
+    from autokernel.harness.benchmark import bench_sizes
 
     device, spec, dtype = _setting(req)
     on_gpu = device.type == "cuda"
-    seed = int(req["seed"])
-    extra = tuple(req.get("extra_sizes") or ())
-    verdict = Verdict(
-        status=Status.PASS, kernel_type=spec.name, file=req["file"], seed=seed,
-        device=baselines.device_name(device), interpreter=not on_gpu, clock=clock_name(on_gpu),
-    )  # fmt: skip
-    ev = Evaluation(
-        spec, kernel_fn=lambda *a: None, device=device, seed=seed, extra_sizes=extra,
-        quick=bool(req.get("quick")), guard_runtime=req.get("guards", True),
-    )  # fmt: skip
+    reply: dict[str, Any] = {"device": device.type, "device_name": baselines.device_name(device)}
+    if req.get("mode") == "compare" or not req.get("timing", True):
+        return reply
+    progress("baselines")
+    sizes = bench_sizes(spec, on_gpu, bool(req.get("quick")), tuple(req.get("extra_sizes") or ()))
     with_compile = bool(req.get("compile_baseline", True))
-    timing = bool(req.get("timing", True))
-    peaks = None
-    if timing:
-        progress("baselines")
-        notes = baselines.ensure(spec, bench_sizes(ev), dtype, device, seed, with_compile)
-        verdict.guards += [f"baseline {k} unavailable: {v}" for k, v in notes.items()]
-        peaks, _ = _peaks(device, spec, dtype)
-    stream_uses = _install_stream_guard(torch) if on_gpu else []
-
-    progress("import")
-    try:
-        module = _load_candidate(Path(req["file"]))
-        kernel_fn = getattr(module, "kernel_fn", None)
-        if not callable(kernel_fn):
-            raise AttributeError("kernel.py defines no callable kernel_fn")
-    except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
-        tb = "".join(traceback.format_exception(exc)[-8:])
-        verdict.status = Status.CRASH
-        verdict.failure = Check(
-            "import", "", "", False, f"{type(exc).__name__}: {exc}\n{tb}"[-3000:]
-        )
-        verdict.message = f"import failed: {type(exc).__name__}: {exc}"
-        return verdict
-    ev.kernel_fn = kernel_fn
-    if on_gpu:
-        torch.cuda.reset_peak_memory_stats()
-
-    try:
-        run_stages(ev, progress=progress)
-        if stream_uses:
-            raise StageFailure(
-                Status.REJECTED,
-                Check("guards", "", "", False, f"kernel used {', '.join(sorted(set(stream_uses)))}:"
-                      " launch on the current stream"),
-            )  # fmt: skip
-        if timing:
-            await_quiet(req, progress)
-            progress("benchmark")
-            verdict.timings = time_candidate(ev, dtype, peaks, with_compile)
-    except StageFailure as failure:
-        verdict.status = failure.status
-        verdict.failure = failure.check
-        c = failure.check
-        where = " ".join(x for x in (c.stage, c.size, c.dtype) if x)
-        verdict.message = f"{failure.status.value} in {where}: {c.message.splitlines()[0]}"
-    verdict.stages = ev.results
-    verdict.speedup_vs_eager = geomean([t.speedup_vs_eager for t in verdict.timings])
-    verdict.speedup_vs_compile = geomean([t.speedup_vs_compile for t in verdict.timings])
-    verdict.spilled_registers = spilled_registers(module)
-    if verdict.status is Status.PASS:
-        verdict.message = "PASS: all five stages" + (
-            f"; {verdict.speedup_vs_eager:.2f}x vs eager" if verdict.speedup_vs_eager else ""
-        )
-        if verdict.spilled_registers:
-            verdict.message += f"; spilled {verdict.spilled_registers} registers per thread"
-    if on_gpu:
-        verdict.peak_mem_bytes = int(torch.cuda.max_memory_allocated())
-    return verdict
+    notes = baselines.ensure(spec, sizes, dtype, device, int(req["seed"]), with_compile)
+    reply["notes"] = [f"baseline {k} unavailable: {v}" for k, v in notes.items()]
+    reply["baselines"] = {
+        spec.label(s): {
+            kind: baselines.lookup(spec, s, dtype, device, kind)
+            for kind in (("eager", "compile") if with_compile else ("eager",))
+        }
+        for s in sizes
+    }
+    reply["peaks"] = _peaks(device, dtype)
+    return reply
 
 
-def compare(req: dict[str, Any], progress: Progress) -> Any:
-    """Both files (best, candidate) imported side by side, then timed interleaved."""
+def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress) -> None:
+    """Answer the judge's requests until it says finish or closes the channel."""
     import torch
 
-    from autokernel.harness.benchmark import bench_sizes
-    from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
-    from autokernel.harness.stages import Evaluation
+    from autokernel.harness.channel import send
+    from autokernel.harness.compiled import spilled_registers
+    from autokernel.harness.serve import Session
 
-    device, spec, dtype = _setting(req)
-    # Both kernels passed a full evaluation (stream guard included) before they get here; the
-    # guard watches their checked calls, not the timing code, which may create streams itself.
-    checking = [True]
-    stream_uses = _install_stream_guard(torch, checking) if device.type == "cuda" else []
-    progress("import")
-    evs = []
-    for i, (role, file) in enumerate(zip(ROLES, req["files"], strict=True)):
-        try:
-            module = _load_candidate(Path(file), f"autokernel_{role}_{i}")
-            kernel_fn = getattr(module, "kernel_fn", None)
-            if not callable(kernel_fn):
-                raise AttributeError("kernel.py defines no callable kernel_fn")
-        except BaseException as exc:
-            return Comparison(error=f"{role} kernel: import failed: {type(exc).__name__}: {exc}")
-        evs.append(Evaluation(
-            spec, kernel_fn, device, int(req["seed"]), tuple(req.get("extra_sizes") or ()),
-            bool(req.get("quick")), req.get("guards", True),
-        ))  # fmt: skip
-    await_quiet(req, progress)
-    result = compare_kernels(
-        evs[0], evs[1], bench_sizes(evs[0]), dtype, req["rounds"], progress,
-        checking=lambda on: checking.__setitem__(0, on),
-    )  # fmt: skip
-    if stream_uses and not result.error:
-        result.error = f"a kernel used {', '.join(sorted(set(stream_uses)))}"
-    return result
+    device, spec, _ = _setting(req)
+    send(channel, {**prepare(req, progress), "seq": req.get("seq")})
+    active = [False]
+    streams = _install_stream_guard(torch, active) if device.type == "cuda" else []
+    session = Session(spec, device, int(req["seed"]), work, bool(req.get("guards", True)))
+    for line in requests:
+        msg = json.loads(line)
+        op = msg.get("op")
+        if msg.get("phase"):
+            progress(msg["phase"])
+        if op == "import":
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            reply = session.import_files(msg["files"], msg["names"])
+        elif op == "call":
+            active[0] = True
+            reply = session.call(msg)
+            active[0] = False
+        elif op == "time":
+            reply = session.time(msg)
+        elif op == "refill":
+            session.refill(tuple(msg["key"]))
+            reply = {"ok": True}
+        elif op == "batch":
+            reply = session.batch(msg)
+        elif op == "output":
+            reply = session.output()
+        elif op == "rounds":
+            reply = session.rounds(msg, progress)
+        elif op == "quiet":
+            await_quiet(req, progress)
+            reply = {"ok": True}
+        elif op == "streams":
+            reply = {"streams": sorted(set(streams))}
+        elif op == "finish":
+            spilled = [spilled_registers(m) for m in session.modules]
+            known = [n for n in spilled if n is not None]
+            peak = int(torch.cuda.max_memory_allocated()) if device.type == "cuda" else 0
+            reply = {"streams": sorted(set(streams)), "peak_mem_bytes": peak,
+                     "spilled_registers": max(known) if known else None}  # fmt: skip
+        else:
+            reply = {"error": f"unknown request {op!r}"}
+        send(channel, {**reply, "seq": msg.get("seq")})
+        if op == "finish":
+            return
 
 
 QUIET_WAIT_S = 30.0  # longest wait for the next spare's start-up before timing anyway
@@ -260,6 +208,7 @@ def _prepare(force_cpu: bool) -> str:
     import autokernel.gpu
     import autokernel.harness.benchmark
     import autokernel.harness.interleave
+    import autokernel.harness.serve
     import autokernel.specs  # noqa: F401
     from autokernel.harness.guards import TorchOpMonitor
 
@@ -317,34 +266,33 @@ def watch_parent(work: Path, interval_s: float = 0.5) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _private_channel(work: Path):
+    """The channel to the judge: a copy of the stdout pipe the parent gave us. Fd 1 itself is
+    pointed at a file, so a candidate's prints never mix with the replies."""
+    channel = os.fdopen(os.dup(1), "wb")
+    fd = os.open(work / "stdout", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 1)
+    os.close(fd)
+    return channel
+
+
 def main() -> int:
     work = Path(sys.argv[1])
     watch_parent(work)
+    channel = _private_channel(work)
     force_cpu = sys.argv[2:] == ["cpu"]
     device = _prepare(force_cpu)
     (work / "ready.tmp").write_text(device)
     (work / "ready.tmp").replace(work / "ready")  # prestart.READY: the parent may now use it
-    raw = sys.stdin.read()
+    requests = sys.stdin.buffer
+    raw = requests.readline()
     if not raw.strip():  # the parent went away without a request: nobody else will clean up
         shutil.rmtree(work, ignore_errors=True)
         return 0
     req = json.loads(raw)
     if bool(req.get("force_cpu")) != force_cpu:
         sys.exit(f"worker started for force_cpu={force_cpu}, request has {req.get('force_cpu')}")
-    # Start-up is what the evaluation waited for: from the hand-over, not from this spare's start.
-    t0 = max(T_START, float(req.get("handed_at", 0.0)))
-    progress = Progress(work / "progress", t0)
-    out = Path(req["verdict"])
-    nonce = req.pop("nonce")
-    result = compare(req, progress) if req.get("mode") == "compare" else evaluate(req, progress)
-    progress("done")
-    result.harness_s = time.monotonic() - t0
-    result.phase_s = {k: round(v, 3) for k, v in progress.seconds.items()}
-    data = result.to_json()
-    data["nonce"] = nonce
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    tmp.replace(out)
+    serve(req, work, channel, requests, Progress(work / "progress"))
     return 0
 
 

@@ -1,0 +1,133 @@
+"""What passes between the judge and the candidate's process, in forms that cannot run code.
+
+Requests go to the worker as one JSON line each on its stdin; replies come back as one JSON line
+each on a private copy of the worker's original stdout (the worker points fd 1 at a file before
+any candidate code runs, so a candidate's prints land there, not in the channel). A candidate can
+still write to that copy, since it owns its process: every reply is therefore parsed as untrusted
+data, and anything malformed ends the evaluation.
+
+Outputs travel as raw bytes in a file of the worker's directory plus a JSON header (dtype, shape,
+byte count). The judge reads them with torch.from_file into plain uint8 memory and views that as
+the dtype: nothing in the file can execute on load (pickle, and so torch.load without
+weights_only, would run whatever the file names), and what comes out is a plain torch.Tensor of
+exactly the shape and dtype the header claims, whatever object the candidate returned.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import select
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MAX_LINE_BYTES = 4 << 20  # a reply longer than this is not one of ours
+MAX_DIMS = 8
+TENSOR_DTYPES: dict[str, torch.dtype] = {
+    str(d).removeprefix("torch."): d
+    for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32,
+              torch.int64, torch.int8, torch.uint8, torch.bool)
+}  # fmt: skip
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ChannelError(Exception):
+    """The worker's reply is missing, malformed or inconsistent."""
+
+
+class ChannelTimeout(Exception):
+    """No reply before the deadline."""
+
+
+def encode_tensor(t: object, directory: Path, name: str) -> dict[str, Any]:
+    """Write a plain tensor's bytes to directory/name; return the header that describes them.
+    Runs in the worker. Anything but exactly torch.Tensor is refused before a byte is read, so a
+    subclass's conversion methods (where its work could hide) never run here."""
+    if type(t) is not torch.Tensor:
+        raise TypeError(f"expected a torch.Tensor, got {type(t).__module__}.{type(t).__name__}")
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype not in TENSOR_DTYPES:
+        raise TypeError(f"output dtype {t.dtype} cannot be handed to the judge")
+    flat = t.detach().reshape(-1).contiguous().cpu()
+    raw = flat.view(torch.uint8) if flat.numel() else torch.empty(0, dtype=torch.uint8)
+    raw.numpy().tofile(directory / name)
+    return {"file": name, "dtype": dtype, "shape": list(t.shape), "nbytes": int(raw.numel())}
+
+
+def decode_tensor(header: object, directory: Path, device: torch.device) -> torch.Tensor:
+    """The plain tensor a header and its file describe, on `device`; ChannelError for anything
+    that does not parse exactly. Runs in the judge; the file is removed once read."""
+    if not isinstance(header, dict):
+        raise ChannelError(f"tensor header is {type(header).__name__}, not an object")
+    name, dtype_name, shape, nbytes = (header.get(k) for k in ("file", "dtype", "shape", "nbytes"))
+    if not isinstance(name, str) or not SAFE_NAME.match(name) or name.startswith("."):
+        raise ChannelError(f"tensor file name {name!r} is not a plain name")
+    if dtype_name not in TENSOR_DTYPES:
+        raise ChannelError(f"tensor dtype {dtype_name!r} is not one the judge reads")
+    ok_shape = isinstance(shape, list) and len(shape) <= MAX_DIMS
+    if not ok_shape or not all(type(d) is int and d >= 0 for d in shape):
+        raise ChannelError(f"tensor shape {shape!r} is not a list of sizes")
+    dtype = TENSOR_DTYPES[dtype_name]
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    expected = math.prod(shape) * itemsize
+    if type(nbytes) is not int or nbytes != expected:
+        raise ChannelError(f"tensor of shape {shape} {dtype_name} needs {expected} bytes, "
+                           f"header says {nbytes!r}")  # fmt: skip
+    path = directory / name
+    try:
+        size = path.stat().st_size
+        if size != expected:
+            raise ChannelError(f"tensor file has {size} bytes, header says {expected}")
+        raw = (
+            torch.from_file(str(path), shared=False, size=expected, dtype=torch.uint8)
+            if expected else torch.empty(0, dtype=torch.uint8)
+        )  # fmt: skip
+    except OSError as exc:
+        raise ChannelError(f"cannot read tensor file {name}: {exc}") from None
+    finally:
+        path.unlink(missing_ok=True)
+    return raw.view(dtype).reshape(shape).to(device)
+
+
+def send(stream: Any, message: dict[str, Any]) -> None:
+    stream.write(json.dumps(message).encode() + b"\n")
+    stream.flush()
+
+
+class Reader:
+    """Reads reply lines from a pipe with a deadline, calling `tick` while it waits (the caller's
+    housekeeping: phases, the spare beside the worker)."""
+
+    def __init__(self, fd: int, poll_s: float = 0.05) -> None:
+        self.fd, self.poll_s, self.buffer = fd, poll_s, b""
+
+    def line(self, deadline: float, tick: Callable[[], None] = lambda: None) -> dict[str, Any]:
+        """The next reply as a dict; ChannelError at end of file or on a malformed line,
+        ChannelTimeout once `deadline` (time.monotonic) passes."""
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelTimeout()
+            readable, _, _ = select.select([self.fd], [], [], min(self.poll_s, remaining))
+            if readable:
+                chunk = os.read(self.fd, 1 << 16)
+                if not chunk:
+                    raise ChannelError("the worker closed its channel")
+                self.buffer += chunk
+                if len(self.buffer) > MAX_LINE_BYTES:
+                    raise ChannelError("a reply line longer than any the worker writes")
+            tick()
+        raw, self.buffer = self.buffer.split(b"\n", 1)
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            raise ChannelError(f"a reply that is not JSON: {raw[:200]!r}") from None
+        if not isinstance(message, dict):
+            raise ChannelError(f"a reply that is not an object: {raw[:200]!r}")
+        return message

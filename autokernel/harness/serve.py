@@ -1,0 +1,198 @@
+"""What the candidate's process does on the judge's requests: import, call, time.
+
+Nothing here judges an output. A call builds its inputs from the seed and key the judge names,
+calls kernel_fn under the runtime op monitor, and hands back a plain copy of the output
+(channel.encode_tensor); the judge compares it with a reference it computed itself. Replies are
+dicts: {"status": ..., "message": ...} for a fault seen here (an exception, a forbidden op, a
+modified input, an output that is not exactly a torch.Tensor), else the op's result.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from autokernel.harness.channel import encode_tensor
+from autokernel.harness.guards import TorchOpMonitor
+from autokernel.harness.stages import build_inputs
+from autokernel.harness.worker_timing import TimingRejected, time_calls
+from autokernel.specs import KernelSpec, parse_dtype
+
+
+def load_candidate(path: Path, name: str = "autokernel_candidate"):
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
+    """Fill, then free, a block the size of the expected output: the allocator hands that same
+    block to the kernel's torch.empty, so elements it never writes read back as NaN."""
+    if dtype.is_floating_point:
+        block = torch.full(shape, float("nan"), dtype=dtype, device=device)
+        del block
+
+
+def _fault(status: str, message: str) -> dict[str, Any]:
+    return {"status": status, "message": message[-3000:]}
+
+
+class Session:
+    """The candidate's side of one evaluation: its kernels and the inputs of the last call."""
+
+    def __init__(
+        self, spec: KernelSpec, device: torch.device, seed: int, work: Path, monitor: bool
+    ) -> None:
+        self.spec, self.device, self.seed, self.work, self.monitor = (
+            spec,
+            device,
+            seed,
+            work,
+            monitor,
+        )
+        self.kernels: list[Callable] = []
+        self.modules: list[Any] = []
+        self.key: tuple | None = None
+        self.args: tuple = ()
+        self.size: dict = {}
+        self.dtype = torch.float32
+        self.kept: object = None
+        self.n_out = 0
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def import_files(self, files: list[str], names: list[str]) -> dict[str, Any]:
+        for index, (file, name) in enumerate(zip(files, names, strict=True)):
+            try:
+                module = load_candidate(Path(file), name)
+                kernel_fn = getattr(module, "kernel_fn", None)
+                if not callable(kernel_fn):
+                    raise AttributeError("kernel.py defines no callable kernel_fn")
+            except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
+                tb = "".join(traceback.format_exception(exc)[-8:])
+                what = f"{type(exc).__name__}: {exc}"
+                return {"status": "CRASH", "index": index, "error": what[:1000],
+                        "message": f"{what}\n{tb}"[-3000:]}  # fmt: skip
+            self.modules.append(module)
+            self.kernels.append(kernel_fn)
+        return {"ok": True}
+
+    def _inputs(self, make: str, size: dict, dtype: torch.dtype, key: tuple) -> tuple:
+        """The named inputs; the same key as the last call re-uses its very tensors (the
+        determinism stage calls three times on one set, a comparison both kernels on one)."""
+        full = (make, tuple(sorted(size.items())), dtype, key)
+        if full != self.key:
+            self.args = ()  # free the old set before building the new one
+            self.args = build_inputs(self.spec, make, size, dtype, self.device, self.seed, key)
+            self.key, self.size, self.dtype = full, size, dtype
+        return self.args
+
+    def _send(self, out: object) -> dict[str, Any]:
+        self.n_out += 1
+        try:
+            return {"out": encode_tensor(out, self.work, f"out-{self.n_out}.bin")}
+        except TypeError as exc:
+            return _fault("FAIL", f"kernel_fn returned something the judge cannot take: {exc}; "
+                          "return a plain torch.Tensor")  # fmt: skip
+
+    def call(self, req: dict[str, Any]) -> dict[str, Any]:
+        dtype = parse_dtype(req["dtype"])
+        args = self._inputs(req["make"], req["size"], dtype, tuple(req["key"]))
+        kernel_fn = self.kernels[int(req.get("role", 0))]
+        snapshot = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        _poison(req["out_shape"], parse_dtype(req["out_dtype"]), self.device)
+        monitor = TorchOpMonitor()
+        try:
+            if self.monitor:
+                with monitor:
+                    got = kernel_fn(*args)
+            else:
+                got = kernel_fn(*args)
+            self._sync()
+        except Exception as exc:  # the candidate's own error: report it, don't die of it
+            tb = traceback.format_exception(exc)[-6:]
+            return _fault("CRASH", f"kernel_fn raised {type(exc).__name__}: {exc}\n{''.join(tb)}")
+        if monitor.forbidden:
+            ops = ", ".join(monitor.forbidden[:8])
+            return _fault("REJECTED", f"kernel_fn called torch ops that compute: {ops}. Only "
+                          "allocation, views and copies may run outside the kernel.")  # fmt: skip
+        for before, after in zip(snapshot, args, strict=True):
+            if isinstance(before, torch.Tensor) and not torch.equal(before, after):
+                return _fault("REJECTED", "kernel_fn modified one of its inputs; inputs must "
+                              "stay unchanged")  # fmt: skip
+        if type(got) is torch.Tensor and got.device != self.device:
+            return _fault("FAIL", f"output on {got.device}, inputs on {self.device}")
+        return self._send(got)
+
+    def refill(self, key: tuple) -> None:
+        """Write new values, drawn under a new key, into the last call's input tensors."""
+        label = self.spec.label(self.size)
+        fresh = build_inputs(self.spec, "inputs", self.size, self.dtype, self.device, self.seed,
+                             (*key, label))  # fmt: skip
+        for dst, src in zip(self.args, fresh, strict=True):
+            if isinstance(dst, torch.Tensor):
+                dst.copy_(src)
+
+    def _fn(self, role: int) -> Callable[[], object]:
+        kernel_fn, args = self.kernels[role], self.args
+        return lambda: kernel_fn(*args)
+
+    def time(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
+        fn = self._fn(int(req.get("role", 0)))
+        try:
+            m = time_calls(fn, self.refill, self.device.type == "cuda")
+        except TimingRejected as exc:
+            return _fault("REJECTED", str(exc))
+        except Exception as exc:
+            return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+        return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us}
+
+    def batch(self, req: dict[str, Any]) -> dict[str, Any]:
+        """`calls` back-to-back calls on the last inputs, the device drained before and after:
+        the judge times this reply with its own clock. The output of call `check_at` is kept
+        for the judge to check."""
+        fn, check_at = self._fn(int(req.get("role", 0))), int(req["check_at"])
+        self.kept = None
+        try:
+            self._sync()
+            for i in range(int(req["calls"])):
+                out = fn()
+                if i == check_at:
+                    self.kept = out
+            self._sync()
+        except Exception as exc:
+            return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+        return {"ok": True}
+
+    def output(self) -> dict[str, Any]:
+        kept, self.kept = self.kept, None
+        return self._send(kept)
+
+    def rounds(self, req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
+        """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
+        from autokernel.harness.timing import measure
+
+        on_gpu, label = self.device.type == "cuda", req["label"]
+        pairs = []
+        for r in range(max(1, int(req["rounds"]))):
+            us = [0.0, 0.0]
+            for k in (0, 1) if r % 2 == 0 else (1, 0):
+                progress(f"compare {label}: timing {req['roles'][k]}")
+                try:
+                    us[k] = measure(self._fn(k), on_gpu).median_us
+                except Exception as exc:  # its checked call did not raise; a repeated one did
+                    return {"error": f"{req['roles'][k]} kernel raised while timed at {label}: "
+                            f"{type(exc).__name__}: {exc}"}  # fmt: skip
+            pairs.append(us)
+        return {"pairs": pairs}

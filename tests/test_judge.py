@@ -1,0 +1,247 @@
+"""The judge decides in a process that never imported the candidate: outputs reach it only as
+plain tensors parsed from raw bytes, a claimed time is refused when the judge's own clock
+disagrees, and replies it did not ask for are not believed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from autokernel.harness import benchmark
+from autokernel.harness.benchmark import cross_check, wall_limit_us
+from autokernel.harness.channel import ChannelError, decode_tensor, encode_tensor
+from autokernel.harness.sandbox import Options, evaluate
+from autokernel.harness.stages import MAIN, Evaluation, StageFailure
+from autokernel.harness.verdict import Status
+from autokernel.specs import SPECS
+
+CPU = torch.device("cpu")
+SIZE = {"rows": 4, "cols": 64}
+
+
+def test_an_output_travels_as_a_plain_tensor(tmp_path):
+    for t in (torch.randn(3, 5).to(torch.bfloat16), torch.arange(6).reshape(2, 3),
+              torch.tensor(2.5), torch.empty(0, 4)):  # fmt: skip
+        header = encode_tensor(t, tmp_path, "out.bin")
+        got = decode_tensor(header, tmp_path, CPU)
+        assert type(got) is torch.Tensor and got.dtype == t.dtype and got.shape == t.shape
+        assert torch.equal(got, t)
+        assert not (tmp_path / "out.bin").exists()  # read once, then gone
+
+
+def test_a_subclass_is_refused_before_any_of_its_methods_runs(tmp_path):
+    ran = []
+
+    class Sneaky(torch.Tensor):
+        def detach(self):
+            ran.append("detach")
+            return super().detach()
+
+        def contiguous(self, *a, **k):
+            ran.append("contiguous")
+            return super().contiguous(*a, **k)
+
+    with pytest.raises(TypeError, match="Sneaky"):
+        encode_tensor(torch.zeros(3).as_subclass(Sneaky), tmp_path, "out.bin")
+    assert not ran and not (tmp_path / "out.bin").exists()
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"nbytes": 8}, "needs 16 bytes"),
+        ({"dtype": "object"}, "dtype"),
+        ({"file": "../out.bin"}, "plain name"),
+        ({"shape": [2, "2"]}, "shape"),
+        ({"shape": [8]}, "needs 32 bytes"),
+    ],
+)
+def test_a_header_that_does_not_match_its_bytes_is_refused(tmp_path, change, match):
+    header = encode_tensor(torch.zeros(4), tmp_path, "out.bin")
+    with pytest.raises(ChannelError, match=match):
+        decode_tensor({**header, **change}, tmp_path, CPU)
+
+
+def test_a_file_of_the_wrong_length_is_refused(tmp_path):
+    header = encode_tensor(torch.zeros(4), tmp_path, "out.bin")
+    (tmp_path / "out.bin").write_bytes(b"\0" * 12)
+    with pytest.raises(ChannelError, match="12 bytes"):
+        decode_tensor(header, tmp_path, CPU)
+
+
+class FakeProcess:
+    """A candidate's process as the judge sees it: each call costs `real_us` of wall time and
+    the output is right unless `stale`."""
+
+    def __init__(self, ev: Evaluation, size, dtype, real_us: float, stale: bool = False):
+        self.ev, self.size, self.dtype, self.real_us, self.stale = ev, size, dtype, real_us, stale
+        self.key: tuple = ()
+        self.calls = 0
+
+    def refill(self, key):
+        self.key = key
+
+    def batch(self, role, calls, check_at):
+        t0 = time.monotonic()
+        self.calls = calls
+        time.sleep(calls * self.real_us * 1e-6)
+        return time.monotonic() - t0
+
+    def output(self):
+        key = ("benchmark",) if self.stale else self.key
+        args = self.ev.inputs(MAIN, self.size, self.dtype, *key, self.ev.spec.label(self.size))
+        return self.ev.spec.reference(*args)
+
+
+def reduce_eval() -> Evaluation:
+    return Evaluation(SPECS["reduce"], CPU, seed=7)
+
+
+def test_an_honest_claim_passes_the_judges_clock():
+    ev = reduce_eval()
+    proc = FakeProcess(ev, SIZE, torch.float32, real_us=20_000.0)
+    cross_check(ev, proc, SIZE, torch.float32, claimed_us=20_000.0)
+    assert proc.calls >= benchmark.BATCH_CALLS[False][0]
+
+
+def test_a_claim_far_below_the_judges_clock_is_rejected():
+    ev = reduce_eval()
+    proc = FakeProcess(ev, SIZE, torch.float32, real_us=20_000.0)
+    with pytest.raises(StageFailure) as info:
+        cross_check(ev, proc, SIZE, torch.float32, claimed_us=0.5)
+    failure = info.value
+    assert failure.status is Status.REJECTED and failure.check.stage == "benchmark"
+    assert "claimed 0.5 us per call" in failure.check.message
+    assert "not believed" in failure.check.message
+
+
+def test_a_stale_output_in_the_batch_is_rejected_as_a_cache():
+    ev = reduce_eval()
+    proc = FakeProcess(ev, SIZE, torch.float32, real_us=100.0, stale=True)
+    with pytest.raises(StageFailure, match="cached output") as info:
+        cross_check(ev, proc, SIZE, torch.float32, claimed_us=100.0)
+    assert info.value.status is Status.REJECTED
+
+
+@pytest.mark.parametrize("claimed", [float("nan"), 0.0, -3.0])
+def test_a_claim_that_is_not_a_time_is_rejected(claimed):
+    ev = reduce_eval()
+    proc = FakeProcess(ev, SIZE, torch.float32, real_us=100.0)
+    with pytest.raises(StageFailure, match="not a time"):
+        cross_check(ev, proc, SIZE, torch.float32, claimed_us=claimed)
+
+
+def test_the_wall_limit_leaves_room_for_a_host_bound_kernel(monkeypatch):
+    # do_bench's flush hides up to its own duration of launch cost: a kernel whose do_bench
+    # median is 8 us may take the flush's 70 us plus that per call back to back.
+    monkeypatch.setattr(benchmark, "flush_us", lambda: 70.0)
+    assert wall_limit_us(8.0, on_gpu=True) >= 8.0 + 70.0
+    assert wall_limit_us(0.5, on_gpu=True) < 110.0  # a 0.5 us claim for a 120 us kernel fails
+
+
+FAKE_REPLIES = """
+import os
+KERNEL_TYPE = 'reduce'
+
+# Guards off: find the channel to the judge and write replies ahead of its requests.
+for fd in map(int, os.listdir('/proc/self/fd')):
+    if fd > 2 and os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'):
+        try:
+            os.write(fd, b'{"ok": true}\\n' * 50)
+        except OSError:
+            pass
+
+def kernel_fn(x):
+    return x.float().sum(-1).to(x.dtype)
+"""
+
+
+def test_replies_written_ahead_of_the_judges_requests_are_not_believed(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text(FAKE_REPLIES)
+    v = evaluate(path, Options(guards=False, timing=False, compile_baseline=False, seed=1))
+    assert v.status is Status.REJECTED, v.message
+    assert "reply the judge cannot read" in v.message
+
+
+def test_the_judge_never_imports_the_candidate(tmp_path):
+    path = Path(tmp_path) / "kernel.py"
+    path.write_text("KERNEL_TYPE = 'reduce'\nraise RuntimeError('imported')\n")
+    import sys
+
+    before = set(sys.modules)
+    v = evaluate(path, Options(guards=False, timing=False, compile_baseline=False))
+    assert v.status is Status.CRASH and "imported" in v.message
+    assert not [m for m in set(sys.modules) - before if "candidate" in m]
+
+
+INFLATE_BASELINE = """
+import sys
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = 'reduce'
+
+# Guards off: make the eager baseline read a million times slower in this process.
+for _name, _module in list(sys.modules.items()):
+    if _name.startswith('autokernel.harness') and hasattr(_module, 'lookup'):
+        _real = _module.lookup
+        _module.lookup = lambda *a, _real=_real: (_real(*a) or 1.0) * 1e6
+"""
+
+
+@pytest.mark.slow
+def test_speedups_use_baselines_read_before_the_candidate_ran(tmp_path):
+    body = (Path(__file__).parent / "faults" / "forge_sys_modules_timing.py").read_text()
+    kernel = INFLATE_BASELINE + body[body.index("@triton.jit") - 2 :]
+    path = tmp_path / "kernel.py"
+    path.write_text(kernel)
+    opts = Options(guards=False, quick=True, compile_baseline=False, seed=1, prestart=False)
+    v = evaluate(path, opts)
+    assert v.status is Status.PASS, v.message
+    [t] = v.timings
+    assert t.eager_us is not None and t.speedup_vs_eager is not None
+    assert t.speedup_vs_eager < 1e3, f"a forged baseline was believed: {t}"
+
+
+class PipeWorker:
+    """Just enough of prestart.Worker for a Link: a process whose replies we write ourselves."""
+
+    def __init__(self, tmp_path: Path):
+        import os
+        import subprocess
+        import sys
+
+        self.work = tmp_path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        )  # fmt: skip
+        self.read_fd, self.write_fd = os.pipe()
+
+    def ready(self) -> bool:
+        return True
+
+
+def test_a_reply_must_echo_the_request_it_answers(tmp_path):
+    import os
+
+    from autokernel.harness.judge import Link
+
+    worker = PipeWorker(tmp_path)
+    try:
+        link = Link(worker, (5.0, 5.0), lambda p: None, lambda: None)  # type: ignore[arg-type]
+        link.reader.fd = worker.read_fd
+        link.seq = "1234abcd"
+        os.write(worker.write_fd, b'{"ok": true}\n')  # written ahead: no request number
+        with pytest.raises(ChannelError, match="no request"):
+            link.reply()
+        os.write(worker.write_fd, b'{"ok": true, "seq": "1234abcd"}\n')
+        assert link.reply() == {"ok": True}
+    finally:
+        worker.proc.kill()
+        worker.proc.wait()
