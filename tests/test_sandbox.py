@@ -103,3 +103,20 @@ def test_workers_get_a_bytecode_cache_only_where_none_was_installed(tmp_path, mo
     monkeypatch.setattr(sandbox, "ships_no_bytecode", lambda f: False)
     env = sandbox.worker_env()
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in env
+
+
+def test_a_keyboard_interrupt_the_candidate_raises_is_not_called_a_signal():
+    """A worker that died of the candidate's own KeyboardInterrupt must not read as if someone
+    pressed Ctrl-C: the agent has to learn its kernel raised it."""
+    from autokernel.harness import sandbox
+
+    out = sandbox._Outcome(
+        None,
+        "smoke",
+        returncode=-2,
+        stderr="Traceback (most recent call last):\nKeyboardInterrupt\n",
+    )
+    message = sandbox._verdict(out, 60).message
+    assert "candidate's code raised" in message and "killed by SIGINT" not in message
+    plain = sandbox._Outcome(None, "smoke", returncode=-2, stderr="")
+    assert "killed by SIGINT" in sandbox._verdict(plain, 60).message

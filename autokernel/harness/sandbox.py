@@ -309,6 +309,10 @@ def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
     if out.returncode < 0:
         name = signal.Signals(-out.returncode).name
         what = f"killed by {name}" + (" (segmentation fault)" if name == "SIGSEGV" else "")
+        if name == "SIGINT" and "KeyboardInterrupt" in out.stderr:
+            # The worker has its own session, so no Ctrl-C reaches it: Python ends a process
+            # with SIGINT when a KeyboardInterrupt (here the candidate's own) goes uncaught.
+            what = "ended by a KeyboardInterrupt the candidate's code raised"
     else:
         what = f"exited with code {out.returncode} without a verdict"
     if "illegal memory access" in out.stderr:
