@@ -41,6 +41,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from autokernel.harness import containment
 from autokernel.harness.worker import PARENT_ENV
 
 READY = "ready"  # the file a worker creates once its imports are done: "cuda" or "cpu"
@@ -56,18 +57,20 @@ class Worker:
     force_cpu: bool
     env: dict[str, str]
     owner: int  # the pid that started it: a forked copy of the parent must not kill it
+    sandbox: str = containment.NONE  # containment.kind() when it started
 
     @classmethod
     def start(cls, force_cpu: bool, env: dict[str, str]) -> Worker:
         work = Path(tempfile.mkdtemp(prefix="autokernel-worker-"))
         mode = "cpu" if force_cpu else "auto"
+        argv = [sys.executable, "-m", "autokernel.harness.worker", str(work), mode]
+        argv, full_env = containment.wrap(argv, {**env, PARENT_ENV: str(os.getpid())}, work)
         with (work / "stdout").open("w") as out, (work / "stderr").open("w") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "autokernel.harness.worker", str(work), mode],
-                stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work,
-                env={**env, PARENT_ENV: str(os.getpid())}, start_new_session=True,
+                argv, stdin=subprocess.PIPE, stdout=out, stderr=err, cwd=work, env=full_env,
+                start_new_session=True,
             )  # fmt: skip
-        return cls(proc, work, force_cpu, dict(env), os.getpid())
+        return cls(proc, work, force_cpu, dict(env), os.getpid(), containment.kind())
 
     @property
     def pid(self) -> int:
@@ -90,6 +93,8 @@ class Worker:
     def hand_over(self, req: dict) -> None:
         """Send the request; raises OSError (BrokenPipeError) if the worker is already gone."""
         assert self.proc.stdin is not None
+        if self.sandbox != containment.NONE:  # the workspace is not visible inside
+            req = containment.hand_in(req, self.work)
         try:
             self.proc.stdin.write(json.dumps(req).encode())
         finally:

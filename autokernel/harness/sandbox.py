@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from autokernel.cache import cache_dir
-from autokernel.harness import prestart
+from autokernel.harness import containment, prestart
 from autokernel.harness.guards import check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.verdict import Check, Status, Verdict
@@ -133,6 +133,7 @@ def evaluate(
                    compile_baseline=opts.compile_baseline)  # fmt: skip
     out = _run_worker(req, opts, on_phase or (lambda p: None))
     verdict = _verdict(out, opts.timeout_s)
+    verdict.sandbox = containment.kind()
     verdict.file = str(path)
     verdict.kernel_type = verdict.kernel_type or kernel_type
     verdict.seed = req["seed"]
