@@ -190,6 +190,14 @@ def run(
         bool | None,
         typer.Option("--compile/--no-compile", help="Time torch.compile (default: on a GPU)."),
     ] = None,
+    unsafe_no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-no-sandbox",
+            help="Let an LLM agent run where no sandbox is available: its kernels run with "
+            "your user's rights.",
+        ),
+    ] = False,
 ) -> None:
     """The overnight loop: an agent edits kernel.py, the harness checks and times it, the change
     is kept or reverted. One git commit per experiment on branch autokernel/TAG, one row per
@@ -202,7 +210,7 @@ def run(
         plan=plan, agent=agent, llm_model=llm_model, base_url=base_url,
         agent_command=agent_command, max_experiments=max_experiments, max_tokens=max_tokens,
         quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
-        compile_baseline=compile_baseline,
+        compile_baseline=compile_baseline, unsafe_no_sandbox=unsafe_no_sandbox,
     )  # fmt: skip
     if hours is not None and hours <= 0:
         raise fail("--hours must be positive")

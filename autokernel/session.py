@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autokernel.agents.base import Agent, AgentError
+from autokernel.harness import containment
 from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.results import ResultsLog
@@ -48,6 +49,7 @@ class RunRequest:
     timeout_s: float | None = None
     quick: bool = False
     compile_baseline: bool | None = None
+    unsafe_no_sandbox: bool = False  # let an LLM agent run where containment is unavailable
 
 
 @dataclass
@@ -131,6 +133,9 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
         agent = _agent(req, args, loop_ref)
     except AgentError as exc:
         raise SessionError(str(exc)) from None
+    refused, sandbox_warning = containment.refusal(agent.name, req.unsafe_no_sandbox)
+    if refused:
+        raise SessionError(refused)
     try:
         ws = Workspace.open(root)
         results = ResultsLog(root / "results.tsv")
@@ -159,6 +164,8 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
     view = view_factory(root, req.quiet or not sys.stdout.isatty())
     for line in _intro(state, agent, on_gpu, root):
         view.event(line)
+    if sandbox_warning:
+        view.event(sandbox_warning)
     loop = Loop(ws, state, agent, results, settings, view)
     loop_ref.append(loop)
     if previous is not None and not req.resume and previous.ended != "every target is finished":

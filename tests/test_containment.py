@@ -191,28 +191,71 @@ def test_host_loopback_is_unreachable(work):
 def test_group_kill_takes_setsid_children_along(work):
     """What Worker.kill does at a timeout: SIGKILL the worker's group. A setsid child is in
     another group; it dies only because the PID namespace dies with its first process."""
-    mark = f"{DAEMON_MARK}-kill-{os.getpid()}"
+    mark = f"{DAEMON_MARK}-kill-{os.getpid()}"  # only the setsid child has it whole
     code = (
         "import subprocess, sys, time\n"
         "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', "
-        f"{mark!r}], start_new_session=True)\n"
+        f"{mark!r} + '-sleeper'], start_new_session=True)\n"
         "time.sleep(120)\n"
     )
     argv, inner = containment.build(
         AVAILABLE.binary, [sys.executable, "-c", code], dict(os.environ), work
     )
     proc = subprocess.Popen(argv, env=inner, start_new_session=True)
+    sleeper = mark + "-sleeper"
     try:
         deadline = time.monotonic() + 30
-        while not _processes_with(mark) and time.monotonic() < deadline:
+        while not _processes_with(sleeper) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _processes_with(mark), "the setsid child never started"
+        assert _processes_with(sleeper), "the setsid child never started"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 5
-        while _processes_with(mark) and time.monotonic() < deadline:
+        while _processes_with(sleeper) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _processes_with(mark), "a setsid child outlived the group kill"
+        assert not _processes_with(sleeper), "a setsid child outlived the group kill"
+    finally:
+        _kill_all(mark)
+        proc.kill()
+        proc.wait()
+
+
+@needs_sandbox
+def test_everything_dies_with_the_harness(work):
+    """A harness killed outright (SIGKILL, an OOM kill) cannot kill its worker; the sandbox
+    dies with it, and a setsid child inside with the sandbox."""
+    mark = f"{DAEMON_MARK}-parent-{os.getpid()}"
+    inner = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)', "
+        f"{mark!r} + '-sleeper'], start_new_session=True)\n"
+        "time.sleep(120)\n"
+    )
+    harness = (
+        "import os, subprocess, sys, time\n"
+        "from pathlib import Path\n"
+        "from autokernel.harness import containment\n"
+        "argv, env = containment.build(sys.argv[1], [sys.executable, '-c', sys.argv[2]], "
+        "dict(os.environ), Path(sys.argv[3]))\n"
+        "subprocess.Popen(argv, env=env, start_new_session=True)\n"
+        "time.sleep(120)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", harness, AVAILABLE.binary, inner, str(work)], env=env
+    )
+    sleeper = mark + "-sleeper"
+    try:
+        deadline = time.monotonic() + 30
+        while not _processes_with(sleeper) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _processes_with(sleeper), "the setsid child never started"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 5
+        while _processes_with(sleeper) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _processes_with(sleeper), "a process outlived the harness"
     finally:
         _kill_all(mark)
         proc.kill()
@@ -361,3 +404,51 @@ def test_daemon_attack(monkeypatch):
         assert _processes_with(DAEMON_MARK), "uncontained, the daemon should have survived"
     finally:
         _kill_all(DAEMON_MARK)
+
+
+# --- where no sandbox is available: LLM agents refuse, the tuner warns, rows say so ----------
+
+CLI = [sys.executable, "-m", "autokernel.cli"]
+NO_SANDBOX = {containment.BWRAP_ENV: "/nonexistent/bwrap", "COLUMNS": "200"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **NO_SANDBOX,
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
+                                                       os.environ.get("PYTHONPATH")]))}  # fmt: skip
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env)
+
+
+def test_llm_agent_refuses_to_start_without_a_sandbox(tmp_path):
+    ws = tmp_path / "ws"
+    out = _cli("run", "--kernel", "softmax", "--agent", "command", "--agent-command", "cat",
+               "--workspace", str(ws))  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert out.stderr.count("error:") == 1 and "--unsafe-no-sandbox" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr and not (ws / ".git").exists()
+
+
+def test_unsafe_no_sandbox_lets_an_llm_agent_start(tmp_path, monkeypatch):
+    from autokernel.session import RunRequest, SessionError, prepare
+
+    monkeypatch.setattr(containment, "probe", lambda: containment.Probe("none", "forbidden"))
+    req = dict(workspace=tmp_path / "ws", kernel="softmax", agent="command", agent_command="cat")
+    with pytest.raises(SessionError, match="--unsafe-no-sandbox"):
+        prepare(RunRequest(**req))
+    loop, _ = prepare(RunRequest(**req, unsafe_no_sandbox=True))
+    assert loop.agent.name.startswith("command")
+
+
+@pytest.mark.slow
+def test_unsandboxed_rows_say_so(tmp_path):
+    """The tuner (our own edits) runs without a sandbox after a warning, and its rows record
+    sandbox=none."""
+    from autokernel.results import ResultsLog
+
+    ws = tmp_path / "ws"
+    out = _cli("run", "--kernel", "softmax", "--max-experiments", "1", "--quick", "--quiet",
+               "--no-compile", "--workspace", str(ws))  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "without a sandbox" in out.stdout + out.stderr
+    rows = ResultsLog(ws / "results.tsv").read()
+    assert rows and all(r["sandbox"] == "none" for r in rows), rows

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autokernel.cache import cache_dir
+from autokernel.harness.worker import PARENT_ENV
 
 SANDBOX_ENV = "AUTOKERNEL_SANDBOX"  # "off": run the worker without containment
 BWRAP_ENV = "AUTOKERNEL_BWRAP"  # a bwrap binary to use instead of the bundled one
@@ -54,7 +55,6 @@ ENV_ALLOWED = (
     "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "AUTOKERNEL_",
 )  # fmt: skip
 SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "AUTH")
-PARENT_PID_ENV = "AUTOKERNEL_PARENT_PID"  # meaningless in a PID namespace: not passed in
 HOME_INSIDE = "/tmp/home"
 HANDED_IN = "in"  # the work directory's sub-folder holding the copied kernel files
 
@@ -107,7 +107,7 @@ def probe() -> Probe:
 
 
 def kind() -> str:
-    """"bwrap" when evaluations run contained, else "none": what results.tsv records."""
+    """The kind in use, "bwrap" or "none": what verdicts and results.tsv record."""
     return probe().kind
 
 
@@ -156,7 +156,9 @@ def minimal_env(env: dict[str, str]) -> dict[str, str]:
         for k, v in env.items()
         if k.startswith(ENV_ALLOWED) and not any(w in k.upper() for w in SECRET_WORDS)
     }
-    out.pop(PARENT_PID_ENV, None)
+    # A host pid means nothing in the worker's PID namespace (watch_parent would see its parent
+    # gone at once); --die-with-parent does that watch's job.
+    out.pop(PARENT_ENV, None)
     out["AUTOKERNEL_CACHE_DIR"] = str(cache_dir())
     triton_home = Path(env.get("TRITON_HOME") or Path.home())
     out.setdefault("TRITON_CACHE_DIR", str(triton_home / ".triton" / "cache"))
@@ -251,7 +253,7 @@ def refusal(agent: str, unsafe: bool) -> tuple[str | None, str | None]:
     if agent == "tuner" or unsafe:
         return None, f"warning: evaluations run without a sandbox ({found.reason})"
     return (
-        f"no sandbox for candidate code here ({found.reason}); an LLM agent's kernels would "
-        "run with your user's full access. Fix that, or pass --unsafe-no-sandbox",
+        f"no sandbox here ({found.reason}): an LLM agent's kernels would run with your rights; "
+        "pass --unsafe-no-sandbox to accept that",
         None,
     )
