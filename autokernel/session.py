@@ -136,6 +136,7 @@ def prepare(req: RunRequest, view_factory=RunView) -> tuple[Loop, RunView]:
     refused, sandbox_warning = containment.refusal(agent.name, req.unsafe_no_sandbox)
     if refused:
         raise SessionError(refused)
+    containment.hide(root)  # autokernel.yaml, results.tsv, .git: even inside the project
     try:
         ws = Workspace.open(root)
         results = ResultsLog(root / "results.tsv")

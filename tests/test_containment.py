@@ -173,6 +173,28 @@ def test_writes_only_its_work_dir_and_private_tmp(work, tmp_path):
 
 
 @needs_sandbox
+def test_a_workspace_inside_a_readable_folder_stays_hidden(work, monkeypatch):
+    """A workspace inside the project checkout (or anything else the worker reads) is hidden
+    once the run names it, while an import path inside it (a virtualenv) stays readable."""
+    outer = Path(tempfile.mkdtemp(prefix="autokernel-outer-", dir=Path.home()))
+    try:
+        ws, lib = outer / "ws", outer / "ws" / "venv-lib"
+        lib.mkdir(parents=True)
+        (ws / "autokernel.yaml").write_text(f"key: {PLANTED_KEY}\n")
+        (lib / "mod.py").write_text("X = 1\n")
+        (outer / "shared.py").write_text("Y = 2\n")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(outer), str(lib)])}
+        monkeypatch.setattr(containment, "_HIDDEN", set())
+        code = f"import os, mod, shared\nprint(os.path.exists({str(ws / 'autokernel.yaml')!r}))\n"
+        assert _contained(code, work, env).stdout.strip() == "True"  # readable: the hole
+        containment.hide(ws)
+        done = _contained(code, work, env)
+        assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
+    finally:
+        shutil.rmtree(outer, ignore_errors=True)
+
+
+@needs_sandbox
 def test_host_loopback_is_unreachable(work):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]

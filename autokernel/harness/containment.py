@@ -134,12 +134,14 @@ def build(
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
-    for path in _outermost(read_only_paths(inner)):
-        args += ["--ro-bind", str(path), str(path)]
+    shown = _outermost(read_only_paths(inner), _HIDDEN)
+    hidden = [h for h in _HIDDEN if any(h != p and h.is_relative_to(p) for p in shown)]
+    mounts = [(p, "--ro-bind") for p in shown] + [(h, "--tmpfs") for h in hidden]
+    for path, how in sorted(mounts, key=lambda m: len(m[0].parts)):  # outer folders first
+        args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    for pattern in GPU_DEVICES:
-        for node in sorted(glob.glob(pattern)):
-            args += ["--dev-bind", node, node]
+    for node in sorted({n for pattern in GPU_DEVICES for n in glob.glob(pattern)}):
+        args += ["--dev-bind", node, node]
     args += ["--tmpfs", "/tmp", "--dir", HOME_INSIDE]
     for path in writable:
         args += ["--bind", str(path), str(path)]
@@ -159,7 +161,7 @@ def minimal_env(env: dict[str, str]) -> dict[str, str]:
     # A host pid means nothing in the worker's PID namespace (watch_parent would see its parent
     # gone at once); --die-with-parent does that watch's job.
     out.pop(PARENT_ENV, None)
-    out["AUTOKERNEL_CACHE_DIR"] = str(cache_dir())
+    out.setdefault("AUTOKERNEL_CACHE_DIR", str(cache_dir()))
     triton_home = Path(env.get("TRITON_HOME") or Path.home())
     out.setdefault("TRITON_CACHE_DIR", str(triton_home / ".triton" / "cache"))
     inductor = Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"
@@ -207,15 +209,31 @@ def _editable_roots() -> list[str]:
     return roots
 
 
-def _outermost(paths: list[Path]) -> list[Path]:
-    """Each directory once, without those inside another one (or inside a system directory)."""
+def _outermost(paths: list[Path], hidden: set[Path]) -> list[Path]:
+    """Each directory once, without those inside another one (or inside a system directory),
+    unless a hidden folder lies between: a virtualenv inside the workspace stays visible."""
     kept: list[Path] = []
     system = [Path(d) for d in SYSTEM_DIRS]
     for path in sorted(set(paths), key=lambda p: len(p.parts)):
-        if path == Path("/") or any(path.is_relative_to(k) for k in kept + system):
+        if path == Path("/") or any(path.is_relative_to(d) for d in system):
+            continue
+        covered = [k for k in kept if path.is_relative_to(k)]
+        if any(
+            not any(path.is_relative_to(h) and h.is_relative_to(k) and h != k for h in hidden)
+            for k in covered
+        ):
             continue
         kept.append(path)
     return kept
+
+
+_HIDDEN: set[Path] = set()
+
+
+def hide(path: Path) -> None:
+    """Keep this folder (a workspace) out of every worker started from now on, even where it
+    lies inside a folder the worker must read (a workspace inside the project checkout)."""
+    _HIDDEN.add(Path(path).resolve())
 
 
 def _user() -> str:
@@ -223,6 +241,14 @@ def _user() -> str:
         return getpass.getuser()
     except Exception:  # no passwd entry for this uid (some containers)
         return str(os.getuid())
+
+
+def exit_status(returncode: int, kind: str) -> int:
+    """The worker's own exit status: bwrap exits with 128 + N when its command was killed by
+    signal N, where Popen would have given -N (and the verdict names the signal)."""
+    if kind != NONE and 128 < returncode < 128 + 65:
+        return -(returncode - 128)
+    return returncode
 
 
 def hand_in(req: dict, work: Path) -> dict:

@@ -277,7 +277,8 @@ def _watch(
     if data is not None and data.pop("nonce", None) != req["nonce"]:
         data = None
     phase = _read(progress)  # "": it never got past start-up
-    return _Outcome(data, phase, False, worker.proc.returncode or 0, _tail(work / "stderr"))
+    code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
+    return _Outcome(data, phase, False, code, _tail(work / "stderr"))
 
 
 def _starting(beside: bool) -> bool:
