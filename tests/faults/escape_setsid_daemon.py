@@ -23,8 +23,9 @@ def _daemon() -> None:
     if pid == 0:
         os.setsid()
         if os.fork() == 0:
-            os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(120)",
-                                      DAEMON_MARK])
+            os.execv(
+                sys.executable, [sys.executable, "-c", "import time; time.sleep(120)", DAEMON_MARK]
+            )
         os._exit(0)
     os.waitpid(pid, 0)
 
