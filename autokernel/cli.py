@@ -205,6 +205,14 @@ def run(
             "on a GPU, eager on the CPU). Kept by --resume."
         ),
     ] = None,
+    unsafe_no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-no-sandbox",
+            help="Let an LLM agent run where no sandbox is available: its kernels run with "
+            "your user's rights.",
+        ),
+    ] = False,
 ) -> None:
     """The overnight loop: an agent edits kernel.py, the harness checks and times it, the change
     is kept or reverted. One git commit per experiment on branch autokernel/TAG, one row per
@@ -217,7 +225,7 @@ def run(
         plan=plan, agent=agent, llm_model=llm_model, base_url=base_url,
         agent_command=agent_command, max_experiments=max_experiments, max_tokens=max_tokens,
         quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
-        compile_baseline=compile_baseline, mode=mode,
+        compile_baseline=compile_baseline, mode=mode, unsafe_no_sandbox=unsafe_no_sandbox,
     )  # fmt: skip
     problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan)
     if problem:

@@ -34,6 +34,7 @@ COLUMNS = (
     "agent",
     "tokens",
     "description",
+    "sandbox",  # how the candidate was contained: bwrap, or none (it ran with the user's rights)
 )
 # invalid: the agent's reply held no usable kernel, so nothing was committed or evaluated; the
 # row still counts as an experiment (the commit column is "-").
@@ -113,6 +114,24 @@ def _repair_tail(path: Path) -> None:
         os.close(fd)
 
 
+def _fit_header(path: Path, line: str) -> str:
+    """The line cut to the columns of an existing file's header: a file begun before a column
+    was added keeps its width, else read() would skip every new row as malformed."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return line
+    header = first.rstrip("\n").split("\t")
+    if (
+        not first.endswith("\n")
+        or len(header) >= len(COLUMNS)
+        or header != list(COLUMNS[: len(header)])
+    ):
+        return line
+    return "\t".join(line.rstrip("\n").split("\t")[: len(header)]) + "\n"
+
+
 class ResultsLog:
     """Appends and reads results.tsv; one instance per process is the file's only writer."""
 
@@ -129,6 +148,7 @@ class ResultsLog:
         if not self._tail_checked:
             _repair_tail(self.path)
             self._tail_checked = True
+        line = _fit_header(self.path, line)
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:

@@ -31,7 +31,7 @@ def experiment_row(
         "speedup_vs_eager": cand.speedup_vs_eager if cand else None,
         "speedup_vs_compile": cand.speedup_vs_compile if cand else None,
         "harness_s": verdict.harness_s, "agent": f["agent"], "tokens": f["tokens"],
-        "description": f["hypothesis"],
+        "description": f["hypothesis"], "sandbox": verdict.sandbox or None,
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autokernel.agents.base import Agent, AgentError
+from autokernel.harness import containment
 from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.mode import ModeError, parse_mode
@@ -52,6 +53,7 @@ class RunRequest:
     quick: bool = False
     compile_baseline: bool | None = None
     mode: str | None = None  # eager or compile (autokernel/mode.py); None: the device's default
+    unsafe_no_sandbox: bool = False  # let an LLM agent run where containment is unavailable
 
 
 @dataclass
@@ -161,6 +163,10 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         agent = _agent(req, args, loop_ref)
     except AgentError as exc:
         raise SessionError(str(exc)) from None
+    refused, sandbox_warning = containment.refusal(agent.name, req.unsafe_no_sandbox)
+    if refused:
+        raise SessionError(refused)
+    containment.hide(root)  # autokernel.yaml, results.tsv, .git: even inside the project
     try:
         ws = Workspace.open(root)
         results = ResultsLog(root / "results.tsv")
@@ -193,6 +199,8 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
     view = view_factory(root, req.quiet or not sys.stdout.isatty())
     for line in _intro(state, agent, on_gpu, root):
         view.event(line)
+    if sandbox_warning:
+        view.event(sandbox_warning)
     loop = Loop(ws, state, agent, results, settings, view)
     loop_ref.append(loop)
     if previous is not None and not req.resume and previous.ended != "every target is finished":

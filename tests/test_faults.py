@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from autokernel.harness import containment
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import STAGES, Status
 
@@ -80,6 +81,10 @@ def _param(path: Path):
             )
     except ValueError:
         pass  # test_headers_are_well_formed reports it
+    if path.stem.startswith("escape_") and containment.kind() == containment.NONE:
+        # An escape attack is caught by the OS sandbox, not by the harness's checks.
+        reason = f"no containment here: {containment.probe().reason}"
+        marks.append(pytest.mark.skip(reason=reason))
     return pytest.param(path, id=path.stem, marks=marks)
 
 

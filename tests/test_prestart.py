@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.harness import prestart
+from autokernel.harness import containment, prestart
 from autokernel.harness.sandbox import Options, evaluate, worker_env
 from autokernel.harness.verdict import Status
 
@@ -26,7 +27,8 @@ FAULTS = ROOT / "tests" / "faults"
 READY_WAIT_S = 60.0  # torch + triton imports on a busy two-core machine
 TIMEOUT_SLACK_S = 10.0  # a warm worker's limit starts at the hand-over: no start-up in it
 SAVED_SHARE = 0.3  # of the cold start-up phase, at least, a ready spare must save
-PID_KERNEL = "KERNEL_TYPE = 'reduce'\nimport os\nraise RuntimeError(f'worker pid {os.getpid()}')\n"
+# The worker's own directory names it: a pid inside the sandbox's PID namespace would not.
+PID_KERNEL = "KERNEL_TYPE = 'reduce'\nimport os\nraise RuntimeError(f'worker dir {os.getcwd()}')\n"
 FAST = dict(quick=True, timing=False)
 
 
@@ -57,12 +59,12 @@ def alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def worker_pid(path: Path, opts: Options) -> int:
-    """Evaluate the kernel that reports its process id and return that id."""
+def worker_pid(path: Path, opts: Options) -> str:
+    """Evaluate the kernel that reports its worker's directory and return it."""
     v = evaluate(path, opts)
-    match = re.search(r"worker pid (\d+)", v.message)
+    match = re.search(r"worker dir (\S+)", v.message)
     assert v.status is Status.CRASH and v.failure.stage == "import" and match, v.message
-    return int(match.group(1))
+    return match.group(1)
 
 
 @pytest.fixture
@@ -111,12 +113,12 @@ def test_a_fault_gets_the_same_verdict_from_a_spare(fault, status):
 
 def test_each_evaluation_runs_in_a_fresh_pre_started_process(pid_kernel):
     opts = Options(guards=False, **FAST)  # prestart on: each run starts the next one's spare
-    first = ready_spare().pid
-    assert worker_pid(pid_kernel, opts) == first
-    second = ready_spare().pid  # started during the first evaluation
-    assert second != first and not alive(first)
-    assert worker_pid(pid_kernel, opts) == second
-    assert prestart.spare() is not None and prestart.spare().pid not in (first, second)
+    first = ready_spare()
+    assert worker_pid(pid_kernel, opts) == str(first.work)
+    second = ready_spare()  # started during the first evaluation
+    assert second.pid != first.pid and not alive(first.pid)
+    assert worker_pid(pid_kernel, opts) == str(second.work)
+    assert prestart.spare() is not None and prestart.spare().pid not in (first.pid, second.pid)
 
 
 @pytest.mark.parametrize("timing", [False, True])
@@ -135,7 +137,7 @@ def test_a_killed_spare_is_replaced(pid_kernel):
     spare = ready_spare()
     os.killpg(spare.pid, signal.SIGKILL)
     spare.proc.wait()
-    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != spare.pid
+    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != str(spare.work)
 
 
 def test_a_spare_lost_after_the_hand_over_is_retried(pid_kernel, monkeypatch):
@@ -144,7 +146,7 @@ def test_a_spare_lost_after_the_hand_over_is_retried(pid_kernel, monkeypatch):
     spare = prestart.Worker.start(True, worker_env())
     spare.force_cpu = False
     monkeypatch.setattr(prestart, "_spare", spare)
-    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != spare.pid
+    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != str(spare.work)
 
 
 @pytest.mark.parametrize("change", ["mode", "environment"])
@@ -152,16 +154,16 @@ def test_a_mismatched_spare_is_not_used(change, pid_kernel, monkeypatch):
     spare = ready_spare(force_cpu=change == "mode")
     if change == "environment":
         monkeypatch.setenv("AUTOKERNEL_PRESTART_TEST", "changed after the spare started")
-    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != spare.pid
+    assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != str(spare.work)
     assert not alive(spare.pid)
 
 
 def test_secrets_never_reach_a_spare(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
-    monkeypatch.setenv("HARMLESS_SETTING", "1")
+    monkeypatch.setenv("TRITON_HARMLESS_SETTING", "1")  # an allowed name (containment.py)
     environ = Path(f"/proc/{ready_spare().pid}/environ").read_bytes()
     assert b"OPENAI_API_KEY" not in environ and b"sk-test-secret" not in environ
-    assert b"HARMLESS_SETTING=1" in environ
+    assert b"TRITON_HARMLESS_SETTING=1" in environ
 
 
 ENV_KERNEL = (
@@ -223,6 +225,8 @@ def test_timing_waits_until_the_spare_beside_it_is_ready(tmp_path, monkeypatch):
     # As on a GPU, where the next spare starts beside the running evaluation: it must not be
     # in its start-up (imports, CUDA context) while the candidate is timed.
     monkeypatch.setattr(prestart.Worker, "device", lambda self: "cuda")
+    # The kernel looks at the other workers' directories, which a sandbox hides from it.
+    monkeypatch.setattr(containment, "probe", lambda: containment.Probe(containment.NONE))
     workers = tmp_path / "workers"  # only this test's worker directories, for the kernel to see
     workers.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(workers))
@@ -280,11 +284,14 @@ def test_a_spare_does_not_outlive_its_parent(end, monkeypatch):
         assert run.returncode == 0, run.stderr[-2000:]
         assert not alive(int(pid)) and not Path(work).exists() and marked_workers(mark) == []
         return
-    # killed outright, no atexit: the spare sees the end of its stdin and exits by itself
+    # killed outright, no atexit: the spare sees the end of its stdin and exits by itself.
+    # Contained, bwrap's --die-with-parent kills it at once, before it can remove its directory.
+    contained = containment.kind() != containment.NONE
     deadline = time.monotonic() + READY_WAIT_S
-    while alive(int(pid)) or Path(work).exists():
+    while alive(int(pid)) or (Path(work).exists() and not contained):
         assert time.monotonic() < deadline, "an orphaned spare kept running"
         time.sleep(0.1)
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def test_ctrl_c_leaves_no_worker_and_no_spare(monkeypatch):

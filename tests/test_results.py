@@ -42,7 +42,7 @@ def lines(path) -> list[str]:
 
 def test_columns_and_statuses_are_the_contract():
     assert COLUMNS[:5] == ("experiment", "commit", "target", "kernel_type", "status")
-    assert COLUMNS[-1] == "description" and len(COLUMNS) == len(set(COLUMNS)) == 16
+    assert COLUMNS[-2:] == ("description", "sandbox") and len(COLUMNS) == len(set(COLUMNS)) == 17
     assert STATUSES == ("keep", "revert", "fail", "crash", "timeout", "rejected", "invalid")
 
 
@@ -124,7 +124,7 @@ def test_only_required_keys_fill_the_rest_with_dashes(tmp_path):
     log.append({"experiment": 5, "status": "timeout", "target": "t"})
     (got,) = log.read()
     assert got["status"] == "timeout"
-    assert [got[c] for c in COLUMNS if c not in ("experiment", "status", "target")] == ["-"] * 13
+    assert [got[c] for c in COLUMNS if c not in ("experiment", "status", "target")] == ["-"] * 14
 
 
 def test_torn_tail_is_skipped_by_read_and_cut_by_the_next_append(tmp_path):
@@ -204,3 +204,15 @@ def test_oserror_from_the_filesystem_is_not_wrapped(tmp_path):
     log = ResultsLog(tmp_path / "no-such-dir" / "results.tsv")
     with pytest.raises(FileNotFoundError):
         log.append(row(0))
+
+
+def test_a_log_begun_with_fewer_columns_keeps_its_width(tmp_path):
+    # A workspace's results.tsv from before the sandbox column: resumed, its new rows must
+    # still be read (a row wider than the header would be skipped as malformed).
+    path = tmp_path / "results.tsv"
+    old = COLUMNS[:-1]
+    path.write_text("\t".join(old) + "\n" + "\t".join(["0", *["-"] * (len(old) - 1)]) + "\n")
+    log = ResultsLog(path)
+    log.append(row(1, sandbox="bwrap"))
+    assert [r["experiment"] for r in log.read()] == ["0", "1"]
+    assert all(len(line.split("\t")) == len(old) for line in lines(path))

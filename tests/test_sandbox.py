@@ -58,7 +58,9 @@ def test_forged_verdict_is_not_believed(tmp_path):
         "import json, os\njson.dump({'status': 'PASS'}, open('verdict.json', 'w'))\nos._exit(0)\n",
     )
     v = evaluate(path, Options(guards=False, **FAST))
-    assert v.status is Status.CRASH and "without a verdict" in v.message
+    # The harness kills the worker once a verdict file exists; whether the candidate's own
+    # exit came first is a race (a sandboxed worker's exit takes its namespace down too).
+    assert v.status is Status.CRASH and ("without a verdict" in v.message or "SIGKILL" in v.message)
 
 
 def test_timeout_kills_the_process_group_promptly(tmp_path):

@@ -41,6 +41,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from autokernel.harness import containment
 from autokernel.harness.worker import PARENT_ENV
 
 READY = "ready"  # the file a worker creates once its imports are done: "cuda" or "cpu"
@@ -56,6 +57,7 @@ class Worker:
     force_cpu: bool
     env: dict[str, str]
     owner: int  # the pid that started it: a forked copy of the parent must not kill it
+    sandbox: str = containment.NONE  # containment.kind() when it started
 
     @classmethod
     def start(cls, force_cpu: bool, env: dict[str, str]) -> Worker:
@@ -63,13 +65,14 @@ class Worker:
         mode = "cpu" if force_cpu else "auto"
         # stdout is the channel to the judge (the worker moves its own fd 1 to work/stdout
         # before anything else runs); the one argv list is what containment wraps.
+        argv = [sys.executable, "-m", "autokernel.harness.worker", str(work), mode]
+        argv, full_env = containment.wrap(argv, {**env, PARENT_ENV: str(os.getpid())}, work)
         with (work / "stderr").open("w") as err:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "autokernel.harness.worker", str(work), mode],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=work,
-                env={**env, PARENT_ENV: str(os.getpid())}, start_new_session=True,
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=work,
+                env=full_env, start_new_session=True,
             )  # fmt: skip
-        return cls(proc, work, force_cpu, dict(env), os.getpid())
+        return cls(proc, work, force_cpu, dict(env), os.getpid(), containment.kind())
 
     @property
     def pid(self) -> int:
@@ -93,6 +96,8 @@ class Worker:
         """Send the first request (one JSON line; the judge's later ones follow on the same
         pipe); raises OSError (BrokenPipeError) if the worker is already gone."""
         assert self.proc.stdin is not None
+        if self.sandbox != containment.NONE:  # the workspace is not visible inside
+            req = containment.hand_in(req, self.work)
         self.proc.stdin.write(json.dumps(req).encode() + b"\n")
         self.proc.stdin.flush()
 

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from autokernel.cache import cache_dir
-from autokernel.harness import judge, prestart
+from autokernel.harness import containment, judge, prestart
 from autokernel.harness.channel import ChannelError, ChannelTimeout
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
@@ -140,6 +140,7 @@ def evaluate(
                    compile_baseline=opts.compile_baseline)  # fmt: skip
     out = _run_worker(req, opts, on_phase or (lambda p: None))
     verdict = _verdict(out, opts.timeout_s)
+    verdict.sandbox = containment.kind()
     verdict.file, verdict.sha256 = str(path), digest
     verdict.kernel_type = verdict.kernel_type or kernel_type
     verdict.seed = req["seed"]
@@ -270,12 +271,13 @@ def _watch(
         except subprocess.TimeoutExpired:
             unreadable = str(exc)  # alive, yet its reply could not be read
         worker.kill()
-        code = worker.proc.returncode or 0
+        code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
         return _Outcome(None, phase, False, code, _tail(work / "stderr"), unreadable)
     worker.kill()  # reap anything the candidate left running in the group
     result.harness_s = time.monotonic() - link.start
     result.phase_s = link.phase_s()
-    return _Outcome(result, link.phase, False, worker.proc.returncode or 0, _tail(work / "stderr"))
+    code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
+    return _Outcome(result, link.phase, False, code, _tail(work / "stderr"))
 
 
 def _starting(beside: bool) -> bool:

@@ -104,6 +104,7 @@ class Verdict:
     speedup_vs_compile: float | None = None
     spilled_registers: int | None = None  # per thread, worst compiled kernel; None: unknown
     stderr_tail: str = ""
+    sandbox: str = ""  # how the worker was contained: "bwrap", or "none"; "" if none ran
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

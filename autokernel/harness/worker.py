@@ -250,7 +250,8 @@ def watch_parent(work: Path, interval_s: float = 0.5) -> None:
     Why: the worker runs in its own session, so a harness killed outright (SIGTERM from a job
     timeout, SIGKILL) does not take it along, and an orphan kept timing on the GPU for minutes,
     skewing whatever ran next (seen on the H200). Polling the parent pid needs no cooperation
-    from the parent and works however it died."""
+    from the parent and works however it died. A contained worker is not told the pid (it means
+    nothing in its PID namespace): bwrap's --die-with-parent does this job there."""
     expected = int(os.environ.get(PARENT_ENV) or 0)
     if not expected:
         return
