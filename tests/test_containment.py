@@ -474,3 +474,22 @@ def test_unsandboxed_rows_say_so(tmp_path):
     assert "without a sandbox" in out.stdout + out.stderr
     rows = ResultsLog(ws / "results.tsv").read()
     assert rows and all(r["sandbox"] == "none" for r in rows), rows
+
+
+def test_every_request_naming_kernel_files_hands_them_in(tmp_path):
+    """The judge names the kernel file again in its import request (and two in a compare):
+    a sandboxed worker cannot see the workspace, so each such message must carry copies."""
+    from autokernel.harness import prestart
+
+    kernel = tmp_path / "ws" / "kernel.py"
+    kernel.parent.mkdir()
+    kernel.write_text("KERNEL_TYPE = 'softmax'\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    worker = prestart.Worker.__new__(prestart.Worker)
+    worker.work, worker.sandbox = work, "bwrap"
+    msg = worker.inside({"op": "import", "files": [str(kernel)], "names": ["c"]})
+    [inside] = msg["files"]
+    assert Path(inside).is_relative_to(work) and Path(inside).read_text() == kernel.read_text()
+    worker.sandbox = containment.NONE
+    assert worker.inside({"files": [str(kernel)]}) == {"files": [str(kernel)]}

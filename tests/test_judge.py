@@ -226,6 +226,9 @@ class PipeWorker:
     def ready(self) -> bool:
         return True
 
+    def inside(self, msg: dict) -> dict:
+        return msg
+
 
 def test_a_reply_must_echo_the_request_it_answers(tmp_path):
     import os

@@ -4,10 +4,7 @@ output that shares storage with an input."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is imported
 
 import torch
 

@@ -5,11 +5,8 @@ would read rows with another call's strides or sizes: wrong numbers, silently.""
 from __future__ import annotations
 
 import importlib.util
-import os
 import types
 from pathlib import Path
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # before any kernel module is imported
 
 import pytest
 import torch

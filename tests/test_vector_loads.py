@@ -128,7 +128,8 @@ def _cases(vec: int) -> dict[str, dict]:
 def _compile(vec: int, tmp_path: Path) -> dict:
     cases = tmp_path / f"cases-{vec}.json"
     cases.write_text(json.dumps(_cases(vec)))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    # compiled, not interpreted: "0" also keeps autokernel.launch from switching it on
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "ptx_loads.py"), str(cases)],

@@ -9,8 +9,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
-
 import pytest
 import torch
 import torch.nn.functional as F

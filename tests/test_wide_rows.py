@@ -6,10 +6,6 @@ chunks per row, tails included."""
 
 from __future__ import annotations
 
-import os
-
-os.environ["TRITON_INTERPRET"] = "1"  # before any kernel module is imported
-
 from pathlib import Path
 
 import pytest

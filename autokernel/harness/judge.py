@@ -99,7 +99,8 @@ class Link:
         self.seq = secrets.token_hex(8)
         assert self.worker.proc.stdin is not None
         try:
-            send(self.worker.proc.stdin, {**message, "phase": self.phase, "seq": self.seq})
+            msg = self.worker.inside({**message, "phase": self.phase, "seq": self.seq})
+            send(self.worker.proc.stdin, msg)
         except OSError:
             raise ChannelError("the worker is gone") from None
         return self.reply()

@@ -96,10 +96,15 @@ class Worker:
         """Send the first request (one JSON line; the judge's later ones follow on the same
         pipe); raises OSError (BrokenPipeError) if the worker is already gone."""
         assert self.proc.stdin is not None
-        if self.sandbox != containment.NONE:  # the workspace is not visible inside
-            req = containment.hand_in(req, self.work)
-        self.proc.stdin.write(json.dumps(req).encode() + b"\n")
+        self.proc.stdin.write(json.dumps(self.inside(req)).encode() + b"\n")
         self.proc.stdin.flush()
+
+    def inside(self, msg: dict) -> dict:
+        """`msg` with its kernel file(s) ("file", "files") copied into the worker's own folder
+        when it is sandboxed: the workspace is not visible inside."""
+        if self.sandbox == containment.NONE:
+            return msg
+        return containment.hand_in(msg, self.work)
 
     def kill(self) -> None:
         """SIGKILL the whole group: a hung GPU kernel cannot be interrupted, only killed, and

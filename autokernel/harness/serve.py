@@ -51,6 +51,9 @@ class Session:
     def __init__(
         self, spec: KernelSpec, device: torch.device, seed: int, work: Path, monitor: bool
     ) -> None:
+        if device.type == "cuda" and device.index is None:
+            # tensors report cuda:N; a bare "cuda" would never compare equal to their device
+            device = torch.device("cuda", torch.cuda.current_device())
         self.spec, self.device, self.seed, self.work, self.monitor = (
             spec,
             device,
