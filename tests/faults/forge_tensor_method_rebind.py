@@ -1,4 +1,4 @@
-# expect: FAIL smoke
+# expect: FAIL smoke guards-off
 """Planted forgery: one line, allowed names only, rebinds a torch.Tensor method the comparison
 uses, so a kernel that returns zeros would read "max abs err 0".
 

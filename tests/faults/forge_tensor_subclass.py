@@ -1,4 +1,4 @@
-# expect: FAIL smoke
+# expect: FAIL smoke guards-off
 """Planted forgery: kernel_fn launches nothing and returns a torch.Tensor subclass whose
 conversion methods do the work when the harness reads the output.
 

@@ -1,11 +1,15 @@
 # expect: CRASH import
-"""Planted fault: imports a module that does not exist (an allowed root, so the static guard
-passes it); the worker's import of the candidate fails."""
+"""Planted fault: uses a name that does not exist in an allowed module whose members the
+static guard does not list (math), so the guard passes it; the worker's import of the
+candidate fails."""
+
+import math
 
 import torch
 import triton
-import triton.does_not_exist
 import triton.language as tl
+
+LIMIT = math.does_not_exist
 
 KERNEL_TYPE = "reduce"
 

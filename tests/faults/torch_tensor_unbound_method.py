@@ -1,9 +1,8 @@
-# expect: REJECTED smoke
+# expect: REJECTED static
 """Planted cheat: calls torch through the allowed name torch.Tensor: torch.Tensor.softmax(x, -1).
 
-The static guard allows every torch.Tensor.* path (torch.Tensor is allowed for annotations), so
-this passes the syntax-tree check; the runtime monitor sees aten._softmax in the smoke call and
-rejects it there.
+torch.Tensor is allowed for annotations only: the static guard refuses any member of it
+(torch.Tensor.<method> computes, and is what a forged comparison would rebind).
 """
 
 import torch
