@@ -493,3 +493,13 @@ def test_every_request_naming_kernel_files_hands_them_in(tmp_path):
     assert Path(inside).is_relative_to(work) and Path(inside).read_text() == kernel.read_text()
     worker.sandbox = containment.NONE
     assert worker.inside({"files": [str(kernel)]}) == {"files": [str(kernel)]}
+
+
+@needs_sandbox
+def test_an_import_path_under_tmp_stays_readable(work, tmp_path):
+    """A project cloned under /tmp (CI does that) must still import inside: the private /tmp is
+    mounted before the read-only import path, not over it."""
+    (tmp_path / "lives_under_tmp.py").write_text("VALUE = 42\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = _contained("import lives_under_tmp; print(lives_under_tmp.VALUE)", work, env)
+    assert done.returncode == 0 and done.stdout.strip() == "42", done.stderr

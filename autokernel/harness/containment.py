@@ -134,6 +134,9 @@ def build(
             args += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
             args += ["--ro-bind", top, top]
+    # A private /tmp first: the project, the import path or a cache may live under /tmp (a
+    # clone there, pytest's folders), and a tmpfs mounted after them would hide them.
+    args += ["--tmpfs", "/tmp"]
     shown = _outermost(read_only_paths(inner), _HIDDEN)
     hidden = [h for h in _HIDDEN if any(h != p and h.is_relative_to(p) for p in shown)]
     mounts = [(p, "--ro-bind") for p in shown] + [(h, "--tmpfs") for h in hidden]
@@ -142,7 +145,7 @@ def build(
     args += ["--proc", "/proc", "--dev", "/dev"]
     for node in sorted({n for pattern in GPU_DEVICES for n in glob.glob(pattern)}):
         args += ["--dev-bind", node, node]
-    args += ["--tmpfs", "/tmp", "--dir", HOME_INSIDE]
+    args += ["--dir", HOME_INSIDE]
     for path in writable:
         args += ["--bind", str(path), str(path)]
     args += ["--remount-ro", "/", "--chdir", str(work.resolve()), "--", *argv]
