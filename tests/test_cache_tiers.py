@@ -226,3 +226,18 @@ def test_the_judge_reads_only_the_end_of_a_huge_stderr(tmp_path):
     t0 = time.perf_counter()
     assert _tail(path, 100).endswith("the end") and len(_tail(path, 100)) == 100
     assert time.perf_counter() - t0 < 1.0
+
+
+def test_a_candidates_words_reach_no_terminal_as_control_sequences(tmp_path):
+    # clear screen, a fake keep line, the clipboard (OSC 52), a right-to-left override
+    body = (
+        "import sys\nsys.stderr.write('\\x1b[2J\\x1b[Hkeep 0.1 us\\x1b]52;c;aGk=\\x07')\n"
+        "raise RuntimeError('\\x1b[2J\\x1b[1A\\x9b2J fake \\u202e txet')\n"
+    )
+    path = tmp_path / "kernel.py"
+    path.write_text("KERNEL_TYPE = 'reduce'\n" + body)
+    verdict = evaluate(path, Options(guards=False, **FAST))
+    text = json.dumps(verdict.to_json(), ensure_ascii=False)
+    assert "fake" in verdict.message and "keep 0.1 us" in verdict.stderr_tail
+    for control in ("\x1b", "\x07", "\x9b", "\u202e"):
+        assert control not in text

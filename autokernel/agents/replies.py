@@ -11,6 +11,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from autokernel.harness.untrusted_text import printable
+
 HYPOTHESIS_MAX_CHARS = 300  # an explicit HYPOTHESIS line: one results.tsv cell
 FALLBACK_HYPOTHESIS_CHARS = 120  # the first prose line, when the LLM gave no HYPOTHESIS line
 NO_HYPOTHESIS = "no hypothesis given"
@@ -285,4 +287,6 @@ def _normalized(source: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line of printable text: a hypothesis lands in the terminal, git log and results.tsv,
+    so an escape sequence in the reply must not come along (untrusted_text.py)."""
+    return " ".join(printable(text).split())

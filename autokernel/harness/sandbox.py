@@ -32,9 +32,9 @@ from autokernel.harness import containment, judge, prestart, trusted_baselines
 from autokernel.harness.channel import ChannelError, ChannelTimeout
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
+from autokernel.harness.untrusted_text import printable, printable_json
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.judged import sha256_of
-from autokernel.secrets import redact, redact_json
 from autokernel.specs import SPECS, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
@@ -150,7 +150,7 @@ def evaluate(
     verdict.harness_s = time.perf_counter() - t0
     if worker_s:
         verdict.phase_s["process start and exit"] = round(verdict.harness_s - worker_s, 3)
-    return Verdict.from_json(redact_json(verdict.to_json()))  # the candidate's words: no keys
+    return Verdict.from_json(printable_json(verdict.to_json()))  # the candidate's words
 
 
 def compare(
@@ -181,7 +181,8 @@ def compare(
     if isinstance(out.result, Comparison):
         result = out.result
     else:
-        result = Comparison(error=redact(_verdict(out, opts.timeout_s).message))
+        result = Comparison(error=_verdict(out, opts.timeout_s).message)
+    result.error = printable(result.error) if result.error else result.error  # their words
     result.harness_s = time.perf_counter() - t0
     return result
 
