@@ -241,3 +241,25 @@ def test_a_candidates_words_reach_no_terminal_as_control_sequences(tmp_path):
     assert "fake" in verdict.message and "keep 0.1 us" in verdict.stderr_tail
     for control in ("\x1b", "\x07", "\x9b", "\u202e"):
         assert control not in text
+
+
+@pytest.mark.gpu
+def test_a_copy_of_the_starter_finds_every_launcher_in_the_trusted_cache(tmp_path):
+    # The baseline worker compiled the starter (warm_starter.py): a candidate with the same
+    # signatures builds no launcher of its own (each would be a C compile in every worker).
+    probe = (
+        "\n_starter_fn, _calls = kernel_fn, [0]\n"
+        "def kernel_fn(*args):\n"
+        "    out = _starter_fn(*args)\n    _calls[0] += 1\n"
+        "    if _calls[0] == 30:\n"
+        "        import os\n        d = os.environ['TRITON_CACHE_DIR']\n"
+        "        built = sorted(f for _, _, fs in os.walk(d) for f in fs if f.endswith('.so'))\n"
+        "        raise RuntimeError(f'private launchers: {built}')\n"
+        "    return out\n"
+    )
+    path = tmp_path / "kernel.py"
+    path.write_text((ROOT / "kernels" / "softmax.py").read_text() + probe)
+    warm = evaluate(ROOT / "kernels" / "softmax.py", Options(prestart=False))  # baselines first
+    assert warm.status is Status.PASS, warm.message
+    verdict = evaluate(path, Options(guards=False, prestart=False))
+    assert "private launchers: []" in verdict.message, verdict.message

@@ -93,7 +93,7 @@ def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
     the benchmark sizes and the machine's ceilings. A candidate's worker measures none of them:
     its caches are its own and what it could say about a baseline would be a claim, so the
     judge takes them from the baseline worker, which never imports candidate code."""
-    from autokernel.harness import baselines
+    from autokernel.harness import baselines, warm_starter
     from autokernel.harness.benchmark import bench_sizes
 
     device, spec, dtype = _setting(req)
@@ -102,7 +102,8 @@ def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
     if req.get("mode") != BASELINES:
         return reply
     progress("baselines")
-    sizes = bench_sizes(spec, on_gpu, bool(req.get("quick")), tuple(req.get("extra_sizes") or ()))
+    quick, extra = bool(req.get("quick")), tuple(req.get("extra_sizes") or ())
+    sizes = bench_sizes(spec, on_gpu, quick, extra)
     with_compile = bool(req.get("compile_baseline", True))
     notes = baselines.ensure(spec, sizes, dtype, device, int(req["seed"]), with_compile)
     reply["notes"] = [f"baseline {k} unavailable: {v}" for k, v in notes.items()]
@@ -114,6 +115,8 @@ def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
         for s in sizes
     }
     reply["peaks"] = _peaks(device, dtype)
+    progress("compiling the starter")
+    reply["warm"] = warm_starter.warm(spec, device, dtype, int(req["seed"]), extra, quick)
     return reply
 
 
