@@ -49,6 +49,7 @@ def request_key(req: dict[str, Any]) -> str:
     fields = (
         req["kernel_type"], req.get("dtype") or "", bool(req.get("quick")),
         json.dumps(req.get("extra_sizes") or []), bool(req.get("compile_baseline", True)),
+        json.dumps(req.get("region"), sort_keys=True),  # a generic target's reference
         "cuda" if on_gpu else "cpu", os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         f"torch {torch.__version__}", f"triton {_version('triton')}",
         f"autokernel {_version('autokernel')}",
