@@ -143,6 +143,10 @@ class State:
     tokens: int = 0
     max_tokens: int | None = None
     in_flight: dict | None = None  # {experiment, target, hypothesis, agent, tokens, commit}
+    # With parallel workers: proposals numbered but not yet written, in experiment order, each
+    # {experiment, target, hypothesis, agent, tokens, kind, base, base_score, evaluated, lost}
+    # (autokernel/parallel.py); the one being written moves to in_flight.
+    queue: list[dict] = field(default_factory=list)
     finishing: str | None = None  # a target whose optimized/ commit is being written
     ended: str = ""  # why the last session of this run stopped
     agent_args: dict = field(default_factory=dict)  # kind, model, base URL, command: no secrets
