@@ -26,14 +26,15 @@ from orchestrate import Rules, load, new_state
 
 
 class FakePool:
-    """`order`: "fifo" reports the oldest job first, "lifo" the newest (out of order).
+    """`order`: "fifo" reports the oldest job first; "mixed" the newest and the oldest in turn,
+    so later experiments often finish first and no job waits forever.
     `lose(slot, job)` -> True loses that job; `slow` scales a slot's timings."""
 
     def __init__(
         self,
         harness: FakeHarness,
         slots: int = 2,
-        order: str = "lifo",
+        order: str = "mixed",
         lose: Callable[[str, Job], bool] | None = None,
         slow: dict[str, float] | None = None,
         compare_ratio: float | None = None,
@@ -46,6 +47,7 @@ class FakePool:
         self.running: list[tuple[str, Job]] = []
         self.submitted: list[tuple[str, str]] = []  # (slot, key)
         self.compared: list[str] = []  # slots that ran an interleaved comparison
+        self._newest = True
 
     def where(self, slot: str) -> str:
         return f"fake {slot}"
@@ -58,7 +60,9 @@ class FakePool:
     def wait(self, timeout_s: float) -> list[Event]:
         if not self.running:
             return []
-        slot, job = self.running.pop(-1 if self.order == "lifo" else 0)
+        newest = self.order == "mixed" and self._newest
+        self._newest = not self._newest
+        slot, job = self.running.pop(-1 if newest else 0)
         if self.lose and self.lose(slot, job):
             return [Event(slot, job.key, LOST, text=f"worker {slot} exited (-9)")]
         return [Event(slot, job.key, DONE, result=self._result(slot, job))]

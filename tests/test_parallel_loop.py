@@ -1,7 +1,7 @@
 """The parallel loop's contract, against a stand-in pool: one history in experiment order
 whatever order the slots finish in, an honest keep decision between concurrent candidates,
 lost workers costing one evaluation, slow slots detected, and a killed driver resumed with
-nothing lost or repeated. Each case runs in well under a second."""
+nothing lost or repeated. Each case takes about a second (git and the state file)."""
 
 from __future__ import annotations
 
@@ -55,14 +55,15 @@ def check_history(root: Path) -> list[dict[str, str]]:
 
 
 def test_slots_finishing_out_of_order_still_write_one_history_in_order(tmp_path):
-    loop, pool = make_parallel(tmp_path, FakePool(FakeHarness(), slots=2, order="lifo"),
+    loop, _ = make_parallel(tmp_path, FakePool(FakeHarness(), slots=2, order="mixed"),
                                max_experiments=9)  # fmt: skip
     assert loop.run() == "reached --max-experiments 9"
     got = check_history(tmp_path)
     assert len(got) == 9 and got[0]["agent"] == "starter"
-    # the slots really ran side by side: two experiments were in flight at once
-    keys = [k for _, k in pool.submitted if k.startswith("exp ")]
-    assert keys != sorted(keys, key=lambda k: int(k.split()[1])) or len(set(pool.submitted)) > 1
+    # the slots finished out of order, yet the rows above are in order
+    done = [r["experiment"] for r in WorkerLog(tmp_path).read()
+            if r["event"] == "done" and r["experiment"] is not None]  # fmt: skip
+    assert sorted(done) == list(range(1, 9)) and done != sorted(done)
     configs = [json.dumps(read_config(git(tmp_path, "show", f"{r['commit']}:kernel.py"))[0],
                           sort_keys=True) for r in got[1:]]  # fmt: skip
     assert len(configs) == len(set(configs))  # the tuner never proposed one config twice
@@ -72,7 +73,7 @@ def test_two_concurrent_winners_are_retimed_interleaved_before_the_second_is_kep
     speeds = {4096: 100.0, 8192: 80.0, 2048: 70.0}  # both proposals beat the starter's 100 µs
     harness = FakeHarness(speed=lambda c: speeds[c.get("BLOCK_SIZE", 4096)])
     agent = ScriptedAgent([set_config(BLOCK_SIZE=8192), set_config(BLOCK_SIZE=2048)])
-    pool = FakePool(harness, slots=2, order="lifo", compare_ratio=0.995)
+    pool = FakePool(harness, slots=2, order="mixed", compare_ratio=0.995)
     loop, _ = make_parallel(tmp_path, pool, agent=agent, max_experiments=3)
     loop.run()
     got = check_history(tmp_path)
@@ -81,7 +82,6 @@ def test_two_concurrent_winners_are_retimed_interleaved_before_the_second_is_kep
     # slot, where it did not win: one comparison, and exp 1 stays the best.
     assert [r["status"] for r in got] == ["keep", "keep", "revert"]
     assert len(pool.compared) == 1
-    assert "concurrent candidate" in got[2]["description"] or True
     assert load(tmp_path).targets[0].best.us == pytest.approx(80.0)
 
 
@@ -89,7 +89,7 @@ def test_a_concurrent_winner_that_wins_interleaved_too_is_kept(tmp_path):
     speeds = {4096: 100.0, 8192: 80.0, 2048: 70.0}
     harness = FakeHarness(speed=lambda c: speeds[c.get("BLOCK_SIZE", 4096)])
     agent = ScriptedAgent([set_config(BLOCK_SIZE=8192), set_config(BLOCK_SIZE=2048)])
-    pool = FakePool(harness, slots=2, order="lifo")  # the true ratio: 80 / 70
+    pool = FakePool(harness, slots=2, order="mixed")  # the true ratio: 80 / 70
     loop, _ = make_parallel(tmp_path, pool, agent=agent, max_experiments=3)
     loop.run()
     got = check_history(tmp_path)
@@ -177,7 +177,7 @@ def kill_at(obj: object, method: str, nth: int) -> None:
 )  # fmt: skip
 def test_a_killed_driver_resumes_with_nothing_lost_or_repeated(tmp_path, where, method, nth):
     harness = FakeHarness()
-    pool = FakePool(harness, slots=3, order="lifo")
+    pool = FakePool(harness, slots=3, order="mixed")
     loop, _ = make_parallel(tmp_path, pool, rules=Rules(max_reverts=50))
     kill_at({"ws": loop.ws, "results": loop.results, "pool": pool, "loop": loop}[where],
             method, nth)  # fmt: skip
@@ -195,3 +195,21 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_repeated(tmp_path, where, 
         assert any(int(r["experiment"]) == n for r in got)
     descriptions = [r["description"] for r in got if r["agent"] == "tuner"]
     assert len(descriptions) == len(set(descriptions))
+
+
+def test_the_report_shows_each_worker_and_the_experiments_per_hour(tmp_path):
+    from autokernel.report import build
+    from autokernel.report_view import to_markdown
+
+    harness = FakeHarness(seconds_per_eval=30.0)  # the loop's clock: 30 s per evaluation
+    loop, _ = make_parallel(tmp_path, FakePool(harness, slots=2), max_experiments=7)
+    loop.run()
+    report = build(tmp_path)
+    slots = {w["slot"]: w for w in report.workers}
+    assert set(slots) == {"f0", "f1"}
+    # every proposal was evaluated on one of the two slots; the starter ran as a plain job
+    assert sum(w["evaluations"] for w in slots.values()) == 6
+    assert all(w["evaluations"] > 0 for w in slots.values())
+    assert report.per_hour == pytest.approx(3600 * 7 / load(tmp_path).seconds)
+    md = to_markdown(report)
+    assert "### Workers" in md and "| f1 |" in md and "experiments per hour" in md
