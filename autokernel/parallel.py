@@ -123,7 +123,7 @@ class ParallelLoop(SlotJobs, Loop):
     def _fill(self, ts: TargetState) -> None:
         width = len(self.board.usable(self._visit()))
         while self._may_propose(ts):
-            waiting = sum(not e["evaluated"] and e["worker"] is None for e in self.state.queue)
+            waiting = sum(map(self._waiting, self.state.queue))
             if self.proposer.instant and len(self.board.free(self._visit())) <= waiting:
                 break  # asked only for a free slot: each proposal sees the freshest best
             if not self.proposer.instant and len(self.proposer.asking) + waiting >= width:

@@ -47,8 +47,7 @@ class SlotJobs(_Base):
         it); a slot that has not timed this visit's best kernel yet does that first."""
         ts, visit = self.state.active(), self._visit()
         for slot in self.board.free(visit):
-            e = next((e for e in self.state.queue
-                      if not e["evaluated"] and e["worker"] is None), None)  # fmt: skip
+            e = next((e for e in self.state.queue if self._waiting(e)), None)
             if e is None:
                 return
             if self._calibrate and ts and visit and ts.best_commit:
@@ -61,6 +60,14 @@ class SlotJobs(_Base):
             opts = self._options_json(self.state.target(e["target"]))
             e["worker"] = slot
             self._submit(slot, Job(f"{EXP}{e['experiment']}", EVALUATE, [source], opts))
+
+    def _waiting(self, e: dict) -> bool:
+        """Not evaluated, and on no slot now (a slot named from a killed run's state, or one
+        whose job was lost, does not count)."""
+        if e["evaluated"]:
+            return False
+        running = self.board.busy.get(e["worker"] or "")
+        return running is None or running[0] != f"{EXP}{e['experiment']}"
 
     def _submit(self, slot: str, job: Job) -> None:
         self.board.take(slot, job.key)

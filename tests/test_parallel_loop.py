@@ -213,3 +213,53 @@ def test_the_report_shows_each_worker_and_the_experiments_per_hour(tmp_path):
     assert report.per_hour == pytest.approx(3600 * 7 / load(tmp_path).seconds)
     md = to_markdown(report)
     assert "### Workers" in md and "| f1 |" in md and "experiments per hour" in md
+
+
+def killed_with_a_queue(root: Path) -> FakeHarness:
+    harness = FakeHarness()
+    loop, _ = make_parallel(root, FakePool(harness, slots=3), rules=Rules(max_reverts=50))
+    kill_at(loop, "_write_kernel", 2)  # experiment 1 written, 2 and 3 numbered and saved
+    with pytest.raises(Killed):
+        loop.run()
+    assert [e["experiment"] for e in load(root).queue][:2] == [2, 3]
+    return harness
+
+
+def edit_state(root: Path, change) -> None:
+    path = root / ".autokernel" / "state.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_a_counter_edited_below_the_queue_is_repaired_not_reused(tmp_path):
+    harness = killed_with_a_queue(tmp_path)
+
+    def edit(d):  # as if their evaluations were still running when the driver died
+        d["next_experiment"] = 2
+        for e in d["queue"]:
+            e.update(evaluated=False, worker="f0")
+
+    edit_state(tmp_path, edit)
+    # room for new proposals while the queue is still being evaluated: they need new numbers
+    reopen_parallel(tmp_path, FakePool(harness, slots=3), max_experiments=8).run()
+    check_history(tmp_path)
+
+
+def test_a_queued_proposal_whose_file_is_gone_keeps_its_number_as_invalid(tmp_path):
+    harness = killed_with_a_queue(tmp_path)
+    (tmp_path / ".autokernel" / "pending" / "3.py").unlink()
+    reopen_parallel(tmp_path, FakePool(harness, slots=3), max_experiments=4).run()
+    got = check_history(tmp_path)
+    assert got[3]["status"] == "invalid" and "missing" in got[3]["description"]
+
+
+def test_a_queued_experiment_that_already_has_a_row_stops_the_resume(tmp_path):
+    from autokernel.recovery import RunError
+
+    harness = killed_with_a_queue(tmp_path)
+    ResultsLog(tmp_path / "results.tsv").append(
+        {"experiment": 3, "status": "revert", "target": "softmax"}
+    )
+    with pytest.raises(RunError, match=r"already in results\.tsv"):
+        reopen_parallel(tmp_path, FakePool(harness, slots=3)).run()
