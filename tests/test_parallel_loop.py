@@ -263,3 +263,25 @@ def test_a_queued_experiment_that_already_has_a_row_stops_the_resume(tmp_path):
     )
     with pytest.raises(RunError, match=r"already in results\.tsv"):
         reopen_parallel(tmp_path, FakePool(harness, slots=3)).run()
+
+
+class SlowAgent(ScriptedAgent):
+    """An LLM stand-in: not instant, so it is asked in threads; each reply takes a moment."""
+
+    def propose(self, ctx):
+        import time
+
+        time.sleep(0.05)
+        return super().propose(ctx)
+
+
+def test_a_slow_agent_keeps_requests_in_flight_each_told_of_the_others(tmp_path):
+    steps = [set_config(BLOCK_SIZE=b) for b in (8192, 2048, 1024, 16384)]
+    agent = SlowAgent(steps + [None] * 8, name="llm")
+    loop, _ = make_parallel(tmp_path, FakePool(FakeHarness(), slots=2), agent=agent,
+                            max_experiments=5)  # fmt: skip
+    loop.run()
+    got = check_history(tmp_path)
+    assert [r["agent"] for r in got[1:]] == ["llm"] * 4
+    # requests overlapped: one was sent while another was being answered
+    assert max(ctx.others_asking for ctx in agent.contexts) >= 1

@@ -87,3 +87,25 @@ def test_bad_parallel_flags_are_a_clear_error(tmp_path, args, message):
     out = CliRunner().invoke(app, ["run", "--kernel", "softmax", *args, "-w", str(tmp_path)])
     assert out.exit_code == 2 and message in out.output
     assert not (tmp_path / ".git").exists()
+
+
+def test_the_live_view_shows_each_worker_and_the_rate(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from autokernel.live import RunView
+    from autokernel.targets import single
+    from orchestrate import new_state
+
+    out = StringIO()
+    console = Console(file=out, width=200)
+    view = RunView(tmp_path, quiet=True, console=console)
+    view.update(new_state("t", "tuner", 1.0, [single("softmax")]))
+    view.worker("w0", "exp 3: sweep")
+    view.worker("w1", "idle")
+    view.experiment({"experiment": 3, "target": "softmax", "status": "revert"}, "slower")
+    console.print(view._render())
+    text = out.getvalue()
+    assert "w0: exp 3: sweep (" in text and "w1: idle" in text
+    assert "experiments/h" in text
