@@ -134,7 +134,7 @@ def main() -> int:
     ap.add_argument("--out-dir", type=Path, required=True)
     ap.add_argument("--commit", default="unknown", help="the checkout's commit (no git there)")
     ap.add_argument("--workers", default="1,2", help="counts to run, e.g. 1,2,8 (0: sequential)")
-    ap.add_argument("--seconds", type=float, default=40.0, help="loop time of each run")
+    ap.add_argument("--seconds", type=float, default=35.0, help="loop time of each run")
     ap.add_argument("--kernel", default="rmsnorm")
     ap.add_argument("--prefix", default="h200", help="file name prefix: <prefix>-workers-DATE")
     ap.add_argument("extra", nargs="*", help="more `autokernel run` flags, after --")
