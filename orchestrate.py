@@ -143,6 +143,11 @@ class State:
     tokens: int = 0
     max_tokens: int | None = None
     in_flight: dict | None = None  # {experiment, target, hypothesis, agent, tokens, commit}
+    # With parallel workers: proposals numbered but not yet written, in experiment order, each
+    # {experiment, target, hypothesis, agent, tokens, kind, base, base_score, evaluated, lost}
+    # (autokernel/parallel.py); the one being written moves to in_flight.
+    queue: list[dict] = field(default_factory=list)
+    parallel: dict = field(default_factory=dict)  # {workers, ray_address}: kept by --resume
     finishing: str | None = None  # a target whose optimized/ commit is being written
     ended: str = ""  # why the last session of this run stopped
     agent_args: dict = field(default_factory=dict)  # kind, model, base URL, command: no secrets
@@ -277,7 +282,8 @@ def status_lines(state: State) -> list[str]:
     lines = [
         f"run {state.tag} · agent {state.agent} · experiments {state.next_experiment} · "
         f"{state.seconds / 3600:.2f} h of {state.hours:g} h used ({left / 60:.0f} min left)"
-        + (f" · tokens {state.tokens}" if state.tokens else ""),
+        + (f" · tokens {state.tokens}" if state.tokens else "")
+        + (f" · {len(state.queue)} proposed, not yet written" if state.queue else ""),
     ]
     if state.ended:
         lines.append(f"last stop: {state.ended}")

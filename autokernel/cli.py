@@ -213,6 +213,21 @@ def run(
             "your user's rights.",
         ),
     ] = False,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Evaluate N candidates at once, one per GPU of this machine (on a CPU: N "
+            "interpreter processes). Kept by --resume."
+        ),
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            help="Evaluate on an existing Ray cluster (auto, HOST:PORT or ray://HOST:PORT), "
+            "one GPU per candidate; --workers caps how many. Needs pip install "
+            "'autokernel[ray]'."
+        ),
+    ] = None,
 ) -> None:
     """The overnight loop: an agent edits kernel.py, the harness checks and times it, the change
     is kept or reverted. One git commit per experiment on branch autokernel/TAG, one row per
@@ -226,8 +241,10 @@ def run(
         agent_command=agent_command, max_experiments=max_experiments, max_tokens=max_tokens,
         quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
         compile_baseline=compile_baseline, mode=mode, unsafe_no_sandbox=unsafe_no_sandbox,
+        workers=workers, ray_address=ray_address,
     )  # fmt: skip
-    problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan)
+    problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan,
+                                      workers, ray_address)  # fmt: skip
     if problem:
         raise fail(problem)
     try:

@@ -84,12 +84,18 @@ def decide(
         return Decision("revert", f"{-gain:.1%} slower than the best ({best.us:.1f} µs)")
     if gain > max(MIN_GAIN, CLEAR_MARGIN * noise):
         return Decision("keep", f"{gain:.1%} faster than the best (noise ±{noise:.1%})")
-    again = remeasure()
+    return interleaved(remeasure())
+
+
+def interleaved(again: Remeasure, why: str = "") -> Decision:
+    """The decision from an interleaved re-measurement alone: kept only if the candidate still
+    wins by more than 1 % and the spread of the paired ratios. `why`: what called for it."""
+    why = f" ({why})" if why else ""
     if again.error:
-        return Decision("revert", f"interleaved re-measurement failed: {again.error}")
+        return Decision("revert", f"interleaved re-measurement failed: {again.error}{why}")
     gain = again.ratio - 1.0
     if gain > max(MIN_GAIN, again.noise):
-        return Decision("keep", f"{gain:.1%} faster, interleaved (noise ±{again.noise:.1%})")
+        return Decision("keep", f"{gain:.1%} faster, interleaved (noise ±{again.noise:.1%}){why}")
     return Decision(
-        "revert", f"within noise of the best: {gain:+.1%} interleaved (±{again.noise:.1%})"
+        "revert", f"within noise of the best: {gain:+.1%} interleaved (±{again.noise:.1%}){why}"
     )

@@ -40,6 +40,8 @@ class RunView:
         self.state: State | None = None
         self.live: Live | None = None
         self.t0 = time.monotonic()
+        self.written = 0  # experiments recorded since this view opened: the rate per hour
+        self.workers: dict[str, tuple[str, float]] = {}  # parallel slot -> (activity, since)
 
     def __enter__(self) -> RunView:
         if not self.quiet:
@@ -78,6 +80,7 @@ class RunView:
             f"harness {_fmt(row.get('harness_s'), '.1f')} s — {row.get('description')} ({note})"
         )
         line = redact(line)  # the description may quote a candidate's exception
+        self.written += 1
         self._write(line)
         if self.quiet:
             self.console.print(line, highlight=False, soft_wrap=True, markup=False)
@@ -88,6 +91,19 @@ class RunView:
     def update(self, state: State) -> None:
         self.state = state
         self._refresh()
+
+    def worker(self, slot: str, text: str) -> None:
+        """A parallel slot's activity; a new job restarts its clock, a phase does not."""
+        now = time.monotonic()
+        before, since = self.workers.get(slot, ("", now))
+        same_job = before.split(":")[0] == text.split(":")[0] and text != "idle"
+        self.workers[slot] = (text, since if same_job else now)
+        self._refresh()
+
+    def per_hour(self) -> float | None:
+        """Experiments per hour since the view opened (this session), once there is one."""
+        elapsed = time.monotonic() - self.t0
+        return 3600.0 * self.written / elapsed if self.written and elapsed > 0 else None
 
     def log_exception(self, exc: BaseException) -> None:
         import traceback
@@ -118,6 +134,9 @@ class RunView:
                     f"{s.next_experiment} · {left:.0f} min of budget left")  # fmt: skip
             if s.tokens:
                 head += f" · {s.tokens} tokens"
+            rate = self.per_hour()
+            if rate is not None:
+                head += f" · {rate:.0f} experiments/h"
             parts.append(Text.from_markup(head))
             table = Table(box=None, pad_edge=False)
             for col in ("target", "status", "exps", "kept", "best µs", "×start", "×eager",
@@ -135,6 +154,10 @@ class RunView:
             parts.append(table)
         if self.activity:
             parts.append(Text(f"▶ {self.activity}", style="cyan"))
+        now = time.monotonic()
+        for slot, (text, since) in sorted(self.workers.items()):
+            busy = "" if text == "idle" else f" ({now - since:.0f} s)"
+            parts.append(Text(f"  {slot}: {text}{busy}", style="cyan" if busy else "dim"))
         parts.extend(Text(e, style=_style(e)) for e in self.events)
         return Group(*parts)
 

@@ -60,6 +60,7 @@ class Reporter:
     def phase(self, text: str) -> None: ...
     def experiment(self, row: dict[str, object], note: str) -> None: ...
     def update(self, state: State) -> None: ...
+    def worker(self, slot: str, text: str) -> None: ...  # a parallel slot's current activity
 
 
 class Loop:
@@ -248,12 +249,16 @@ class Loop:
                 else Decision(verdict.status.value.lower(), verdict.message)
             )
         else:
-            decision = decide(verdict, cand, ts.best, lambda: self._remeasure(ts))
+            decision = self._decide(ts, f, verdict, cand)
         row = experiment_row(f, ts, verdict, cand, decision)
         if recorded is None:
             self._append(row)
         self._apply(ts, f, decision, cand, verdict)
         self.reporter.experiment(row, decision.note)
+
+    def _decide(self, ts: TargetState, f: dict, verdict: Verdict, cand: Score | None) -> Decision:
+        """Keep or revert a proposal against the target's best (keep_rule.py)."""
+        return decide(verdict, cand, ts.best, lambda: self._remeasure(ts))
 
     def _apply(
         self, ts: TargetState, f: dict, decision: Decision, cand: Score | None, verdict: Verdict
@@ -290,7 +295,8 @@ class Loop:
         except (AgentError, WorkspaceError, *PARSE_ERRORS):
             pass  # an LLM's kernel without a literal CONFIG: nothing for the tuner to remember
         self.state.in_flight = None
-        self.state.next_experiment = f["experiment"] + 1
+        # (parallel workers assign numbers at proposal: the counter may be ahead already)
+        self.state.next_experiment = max(self.state.next_experiment, f["experiment"] + 1)
         self.done_here += 1
         self._tick(ts)
         if f["baseline"] and decision.status != "keep":
@@ -301,11 +307,14 @@ class Loop:
             return
         self._after(ts)
 
-    def _after(self, ts: TargetState) -> None:
+    def _rules(self) -> Rules:
         rules = self.settings.rules
         if not self.settings.on_gpu:  # interpreter vs CPU PyTorch says nothing about GPU speed
             rules = dataclasses.replace(rules, speedup=float("inf"))
-        move_on = move_on_reason(ts, rules)
+        return rules
+
+    def _after(self, ts: TargetState) -> None:
+        move_on = move_on_reason(ts, self._rules())
         if move_on:
             self.finish(ts, *move_on)
         else:
@@ -334,6 +343,9 @@ class Loop:
     def recover(self) -> None:
         """Cross-check the files and finish whatever a crash or kill interrupted."""
         recovery.recover(self)
+
+    def close(self) -> None:
+        """Release what the loop holds beyond the workspace lock (parallel workers)."""
 
     # ---- helpers ----------------------------------------------------------------------------
 

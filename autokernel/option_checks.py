@@ -38,6 +38,8 @@ def run_error(
     timeout: float | None,
     workspace: Path,
     plan: Path | None,
+    workers: int | None = None,
+    ray_address: str | None = None,
 ) -> str | None:
     """The first bad `autokernel run` option, or None."""
     problems = (
@@ -47,6 +49,10 @@ def run_error(
         _positive("--timeout", timeout),
         _directory("--workspace", workspace),
         None if plan is None or plan.is_file() else f"--plan {plan}: no such file",
+        _at_least_one("--workers", workers),
+        None
+        if ray_address is None or ray_address.strip()
+        else "--ray-address is empty: give auto, HOST:PORT or ray://HOST:PORT",
     )
     return next((p for p in problems if p), None)
 

@@ -18,6 +18,7 @@ from orchestrate import State
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop
+    from autokernel.parallel import ParallelLoop
 
 
 class RunError(Exception):
@@ -145,6 +146,15 @@ def recover(loop: Loop) -> None:
     expected = f"exp {f['experiment']} [{f['target']}]:"
     if f["commit"] is None and head != s.head and ws.message(head).startswith(expected):
         f["commit"] = head  # killed between the commit and the state write
+    if f.get("queued") and (f["commit"] is None or head != f["commit"]):
+        s.queue.insert(0, f["entry"])  # evaluated, not committed: written again in its turn
+        s.in_flight = None
+        loop.save()
+        return
+    if f.get("queued") and recorded is None and verdict is not None:
+        loop.reporter.event(f"exp {f['experiment']}: deciding it again from its saved verdict")
+        loop.conclude(verdict)
+        return
     if f["commit"] is None or head != f["commit"]:
         s.in_flight = None  # killed before anything was committed: propose again
         if recorded is not None:  # ...but its number is taken
@@ -153,6 +163,47 @@ def recover(loop: Loop) -> None:
         return
     loop.reporter.event(f"exp {f['experiment']} was interrupted: evaluating it again")
     loop.evaluate_in_flight(recorded)
+
+
+def check_queue(loop: ParallelLoop) -> None:
+    """The parallel loop's queue against results.tsv, the attempt refs, the saved proposals
+    and verdicts: nothing in it may have a row already (it would be written twice), each
+    proposal must still be on disk (else it is recorded as invalid, so its number is not
+    lost), a verdict that cannot be read is evaluated again, and no job runs any more."""
+    s = loop.state
+    recorded = loop.results.experiments() | set(loop.ws.attempts())
+    for e in list(s.queue):
+        n = e["experiment"]
+        if n in recorded and e["kind"] == "invalid" and s.queue[0] is e:
+            loop.write_invalid(e, recorded=True)  # its row was written, the state was not
+            continue
+        if n in recorded:
+            raise RunError(
+                f"experiment {n} is queued in the state but already in results.tsv or "
+                "refs/autokernel/attempts: the state was edited or belongs to another run; "
+                "start a new run with another --tag"
+            )
+        if e["kind"] == "kernel" and not loop.pending_path(n).is_file():
+            e.update(kind="invalid", evaluated=True,
+                     why=f"its proposed kernel {loop.pending_path(n)} is missing")  # fmt: skip
+            loop.reporter.event(f"repaired: exp {n}'s proposal is gone; recorded as invalid")
+        elif e["kind"] == "kernel" and e["evaluated"] and _saved_verdict(loop, n) is None:
+            e["evaluated"] = False
+        if not e["evaluated"]:
+            e["worker"] = None  # the slots of the killed run are gone
+    numbers = {e["experiment"] for e in s.queue}
+    if s.in_flight is not None:
+        numbers.add(s.in_flight["experiment"])
+    folder = loop.pending_path(0).parent
+    for path in folder.glob("*.py") if folder.is_dir() else ():
+        if not path.stem.isdigit() or int(path.stem) not in numbers:
+            path.unlink(missing_ok=True)  # saved but never numbered in the state: asked again
+    if numbers and s.next_experiment <= max(numbers):
+        s.next_experiment = max(numbers) + 1
+    loop.save()
+    if s.queue:
+        loop.reporter.event(f"resuming with {len(s.queue)} proposal(s) already numbered: "
+                            f"exp {', '.join(str(e['experiment']) for e in s.queue)}")  # fmt: skip
 
 
 def _saved_verdict(loop: Loop, n: int) -> Verdict | None:

@@ -21,6 +21,7 @@ from autokernel.mode import MODES
 from autokernel.render import output_console
 from autokernel.results import ResultsLog
 from autokernel.stats import amdahl as amdahl  # the report's estimate
+from autokernel.worker_log import WorkerLog, summarize
 
 RESULTS_FILE = "results.tsv"
 PNG_FILE = "progress.png"
@@ -113,6 +114,9 @@ class Report:
     mode: str = "eager"  # the baseline of mode_estimate and each target's *_vs_mode
     mode_estimate: float | None = None  # whole model vs the mode, best kernels that help only
     mode_note: str = ""
+    per_hour: float | None = None  # experiments per hour of loop time (the state's seconds)
+    workers: list[dict] = field(default_factory=list)  # parallel slots: worker_log.SlotSummary
+    workers_span_s: float = 0.0  # first to last worker event
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -271,6 +275,10 @@ def build(workspace: Path, mode: str | None = None) -> Report:
         report.seconds, report.ended = state.seconds, state.ended
     report.mode = mode
     report.mode_estimate, report.mode_note = _mode_estimate(targets, mode, state is not None)
+    if report.seconds:
+        report.per_hour = 3600.0 * len(rows) / report.seconds
+    slots, report.workers_span_s = summarize(WorkerLog(root).read())
+    report.workers = [asdict(s) for s in slots]
     return report
 
 

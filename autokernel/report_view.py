@@ -98,6 +98,30 @@ def night_lines(r: Report) -> list[str]:
     return lines
 
 
+def rate_line(r: Report) -> str | None:
+    if r.per_hour is None or r.seconds is None:
+        return None
+    return (f"experiments per hour: {r.per_hour:.0f} ({r.rows} experiments in "
+            f"{_duration(r.seconds)} of loop time)")  # fmt: skip
+
+
+WORKER_COLUMNS = ("worker", "where", "experiments", "other jobs", "lost", "busy", "exp/h", "check")
+
+
+def worker_cells(r: Report) -> list[list[str]]:
+    """One row per parallel slot (none for a run on one GPU): what it evaluated, how busy it
+    was, what was lost, and how it timed the best kernel against the other slots."""
+    span = r.workers_span_s
+    out = []
+    for w in r.workers:
+        rate = 3600.0 * w["evaluations"] / span if span > 0 else None
+        check = w["status"] + (f": {w['note']}" if w["status"] != "ok" else "")
+        busy = f"{w['busy_s'] / span:.0%}" if span > 0 else "-"
+        out.append([w["slot"], w["where"] or "-", str(w["evaluations"]), str(w["other_jobs"]),
+                    str(w["lost"]), busy, _f(rate, ".0f"), check])  # fmt: skip
+    return out
+
+
 def view(r: Report, png: Path | None = None) -> Group:
     """The terminal rendering."""
     table = Table(
@@ -122,6 +146,18 @@ def view(r: Report, png: Path | None = None) -> Group:
         parts.append(Text("* harness time only (no state file for this target)", "dim"))
     parts.append(Text(_estimate_line(r), "bold" if r.amdahl else "yellow"))
     parts += [Text(line, "bold" if i == 0 else "") for i, line in enumerate(night_lines(r))]
+    if rate_line(r):
+        parts.append(Text(rate_line(r) or ""))
+    if r.workers:
+        slots = Table(title="workers", title_justify="left", box=box.SIMPLE_HEAD,
+                      show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))  # fmt: skip
+        for col in WORKER_COLUMNS:
+            slots.add_column(
+                col, justify="left" if col in ("worker", "where", "check") else "right"
+            )
+        for cells in worker_cells(r):
+            slots.add_row(*map(Text, cells))
+        parts.append(slots)
     if r.top_kept:
         top = Table(
             title="top kept experiments", title_justify="left", box=box.SIMPLE_HEAD,
@@ -158,6 +194,13 @@ def to_markdown(r: Report, png: Path | None = None) -> str:
     night = night_lines(r)
     lines += [f"### {_md(night[0].rstrip(':'))}", ""] + [f"- {_md(n.strip())}" for n in night[1:]]
     lines.append("")
+    if rate_line(r):
+        lines += [_md(rate_line(r) or ""), ""]
+    if r.workers:
+        lines += ["### Workers", "", "| " + " | ".join(WORKER_COLUMNS) + " |",
+                  "|" + "---|" * len(WORKER_COLUMNS)]  # fmt: skip
+        lines += ["| " + " | ".join(_md(c) for c in cells) + " |" for cells in worker_cells(r)]
+        lines.append("")
     if r.top_kept:
         lines += ["### Top kept experiments", "", "| exp | target | gain | ×starter | hypothesis |",
                   "|---|---|---|---|---|"]  # fmt: skip

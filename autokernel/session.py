@@ -54,6 +54,8 @@ class RunRequest:
     compile_baseline: bool | None = None
     mode: str | None = None  # eager or compile (autokernel/mode.py); None: the device's default
     unsafe_no_sandbox: bool = False  # let an LLM agent run where containment is unavailable
+    workers: int | None = None  # parallel slots (autokernel/parallel.py); None: one, sequential
+    ray_address: str | None = None  # an existing Ray cluster's address (autokernel/ray_pool.py)
 
 
 @dataclass
@@ -201,12 +203,48 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         view.event(line)
     if sandbox_warning:
         view.event(sandbox_warning)
-    loop = Loop(ws, state, agent, results, settings, view)
+    parallel = _parallel(req, state)
+    if parallel:
+        loop: Loop = _parallel_loop(parallel, root, (ws, state, agent, results, settings, view))
+    else:
+        loop = Loop(ws, state, agent, results, settings, view)
     loop_ref.append(loop)
     if previous is not None and not req.resume and previous.ended != "every target is finished":
         view.event(f"note: the earlier run {previous.tag} stays on its branch; this new run "
                    "replaces its state, so it can no longer be resumed")  # fmt: skip
     return loop, view
+
+
+def _parallel(req: RunRequest, state: State) -> dict:
+    """--workers/--ray-address as given, else as the run was started (a resumed queue must
+    go on where its proposals can be evaluated)."""
+    given = {"workers": req.workers, "ray_address": req.ray_address}
+    given = {k: v for k, v in given.items() if v is not None}
+    state.parallel = given or state.parallel
+    return state.parallel
+
+
+def _parallel_loop(parallel: dict, root: Path, parts: tuple) -> Loop:
+    """The parallel loop over a local process pool or a Ray cluster. A local pool needs no
+    Ray: one machine's GPUs are started as processes of our own, as a lone worker is."""
+    from autokernel.parallel import ParallelLoop
+    from autokernel.pool import PoolError, make_pool
+
+    ws, state, agent, results, settings, view = parts
+    workers, address = parallel.get("workers"), parallel.get("ray_address")
+    try:
+        pool = make_pool(workers, address, settings.on_gpu, root / ".autokernel" / "workers")
+    except PoolError as exc:
+        raise SessionError(str(exc)) from None
+    settings.on_gpu = settings.on_gpu or pool.on_gpu  # a CPU driver of a GPU cluster
+    where = f"the Ray cluster at {address}" if address else "this machine"
+    view.event(f"{len(pool.slots)} workers on {where}: one candidate each at a time; "
+               "experiments are written in order by this process")  # fmt: skip
+    gpus = {pool.where(s) for s in pool.slots}
+    if settings.on_gpu and not address and len(gpus) < len(pool.slots):
+        view.event(f"note: {len(pool.slots)} workers share {len(gpus)} GPU(s): their timings "
+                   "disturb each other, so keep decisions are noisier")  # fmt: skip
+    return ParallelLoop(ws, state, agent, results, settings, view, pool=pool)
 
 
 def _intro(state: State, agent: Agent, on_gpu: bool, root: Path) -> list[str]:
@@ -283,6 +321,7 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
+        loop.close()
         if loop.lock is not None:
             loop.lock.release()
 

@@ -26,6 +26,11 @@ class Context:
     roofline: str = ""  # best latency, throughput, % of peak, speedups, in words
     tried_configs: list[dict] = field(default_factory=list)  # CONFIGs already evaluated here
     oversized_configs: list[dict] = field(default_factory=list)  # out of resources, or spilled
+    # With parallel workers: proposals of this target being evaluated now ({experiment,
+    # hypothesis, config}), and how many other requests are being answered beside this one.
+    # `experiment` is then provisional: numbers are assigned in the order the replies arrive.
+    in_flight: list[dict] = field(default_factory=list)
+    others_asking: int = 0
 
 
 @dataclass(frozen=True)

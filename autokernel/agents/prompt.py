@@ -71,12 +71,30 @@ def build_request(ctx: Context, budget: _Budget = BUDGETS[0]) -> str:
         lines = [json.dumps(c, sort_keys=True, default=str) for c in shown]
         head = "## CONFIGs that ran out of shared memory or spilled registers (stay below them)"
         sections.append(head + "\n" + "\n".join(lines))
+    if ctx.in_flight or ctx.others_asking:
+        sections.append(in_flight_text(ctx))
     if ctx.last_failure:
         sections.append(
             "## The last failure\n```\n" + trim(ctx.last_failure, budget.failure_chars) + "\n```"
         )
     sections.append("## Your reply\n" + FORMAT_HELP)
     return "\n\n".join(sections) + "\n"
+
+
+def in_flight_text(ctx: Context) -> str:
+    """What other workers are evaluating now, so that this proposal tries something else."""
+    lines = ["## Being evaluated now, beside this request (propose a different idea)"]
+    lines += [f"exp {f.get('experiment')}: {_one_line(f.get('hypothesis', ''))}"
+              for f in ctx.in_flight]  # fmt: skip
+    if ctx.others_asking:
+        lines.append(f"{ctx.others_asking} other request(s) for this target are being answered "
+                     "at the same time; their ideas are not known yet")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _one_line(text: object) -> str:
+    desc = " ".join(str(text).split())
+    return desc if len(desc) <= DESCRIPTION_CHARS else desc[: DESCRIPTION_CHARS - 1] + "…"
 
 
 def history_text(rows: list[dict[str, str]], newest: int) -> str:

@@ -24,16 +24,19 @@ from autokernel.agents.base import AgentError, Context, Proposal
 
 class Tuner:
     name = "tuner"
+    instant = True  # proposes in microseconds: the parallel loop asks it only for a free slot
 
     def propose(self, ctx: Context) -> Proposal | None:
         config, space = read_config(ctx.kernel_source)
         if not space:
             return None  # nothing declared to search: the orchestrator moves on
         tried = {_key(c) for c in ctx.tried_configs} | {_key(config)}
+        # Being evaluated beside this proposal: not repeated, but not losses either.
+        busy = {_key(f["config"]) for f in ctx.in_flight if isinstance(f.get("config"), dict)}
         fresh = [
             (candidate, changes)
             for candidate, changes in neighbours(config, space)
-            if _key(candidate) not in tried
+            if _key(candidate) not in tried | busy
             and not any(_at_least(candidate, big) for big in ctx.oversized_configs)
         ]
         # Past a value that already lost, the same direction is left for last (not dropped):
