@@ -138,3 +138,42 @@ def test_ptxas_errors_come_back_too():
              "  s[threadIdx.x] = 1; y[threadIdx.x] = s[threadIdx.x + 1];\n}\n"  # fmt: skip
     with pytest.raises(CudaBuildError, match="too much shared data"):
         cuda_build.compile_cubin(source, nvcc, [*cuda_build.BASE_FLAGS, "-arch=sm_90a"])
+
+
+def test_a_build_failure_in_the_worker_is_a_fail_of_the_first_stage():
+    """serve.py turns the builder's error into a FAIL reply, judge.py into the verdict the agent
+    reads: the compiler's first error on the message's first line, the rest of the stages
+    skipped."""
+    from autokernel.harness import judge, serve
+    from autokernel.harness.verdict import Status, Verdict
+
+    try:
+        raise CudaBuildError('nvcc: line 4: error: identifier "x" is undefined\n    x = 1;')
+    except CudaBuildError as exc:
+        reply = serve._build_fault(exc)
+    assert reply["status"] == "FAIL"
+    verdict = judge._build_failed(Verdict(status=Status.PASS), reply)
+    assert verdict.status is Status.FAIL and verdict.failure.stage == "smoke"
+    assert verdict.message == (
+        'FAIL in smoke: CUDA build failed: nvcc: line 4: error: identifier "x" is undefined'
+    )
+    assert [s.status for s in verdict.stages] == ["FAIL"] + ["SKIPPED"] * 4
+    refused = serve._build_fault(CudaSourceRefused("line 2: trap"))
+    assert judge._build_failed(Verdict(status=Status.PASS), refused).status is Status.REJECTED
+    assert serve._build_fault(ValueError("the candidate's own")) is None
+
+
+def test_the_workers_account_of_its_builds_is_reduced_to_numbers():
+    from autokernel.harness.judge import builds
+
+    claimed = [
+        {"cached": True, "compile_s": None, "seconds": 0.02, "extra": "x" * 10_000},
+        {"seconds": "forged"},
+        "junk",
+        {"cached": "yes", "compile_s": 3, "seconds": 3.5},
+    ]
+    assert builds(claimed) == [
+        {"cached": True, "seconds": 0.02, "compile_s": None},
+        {"cached": False, "seconds": 3.5, "compile_s": 3.0},
+    ]
+    assert builds("not a list") == []

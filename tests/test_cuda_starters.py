@@ -34,6 +34,11 @@ def _compile(source: str, config: dict) -> bytes:
     return cuda_build.compile_cubin(source, nvcc_or_skip(), flags)
 
 
+def test_the_seven_cuda_starters_are_there():
+    assert set(IDS) == {"rmsnorm", "layernorm", "softmax", "cross_entropy", "reduce",
+                        "rotary_embedding", "matmul"}  # fmt: skip
+
+
 @pytest.mark.parametrize("path", STARTERS, ids=IDS)
 def test_starter_contract(path):
     text = path.read_text()

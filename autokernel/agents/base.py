@@ -26,6 +26,8 @@ class Context:
     roofline: str = ""  # best latency, throughput, % of peak, speedups, in words
     tried_configs: list[dict] = field(default_factory=list)  # CONFIGs already evaluated here
     oversized_configs: list[dict] = field(default_factory=list)  # out of resources, or spilled
+    backends: tuple[str, ...] = ("triton",)  # the BACKEND values this run allows (--backend)
+    other_starter: str = ""  # the starter of the backend it may switch to; "" when none
 
 
 @dataclass(frozen=True)

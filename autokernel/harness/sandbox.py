@@ -120,6 +120,15 @@ def _static(path: Path, opts: Options) -> tuple[Verdict | None, str]:
     return early, "" if early else str(kernel_type)
 
 
+def _declared_backend(path: Path) -> str:
+    """The file's BACKEND literal, "triton" when it names none (read for the verdict)."""
+    try:
+        value = literal_assignment(path.read_text(), "BACKEND")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return value if isinstance(value, str) and value in BACKENDS else "triton"
+
+
 def _backend(path: Path, source: str, opts: Options, kernel_type: str) -> Verdict | None:
     """The BACKEND's own static checks: for "cuda", CUDA_SOURCE is a string literal that passes
     the C++ guard, and this machine has a GPU to build it for."""
@@ -168,14 +177,16 @@ def evaluate(
     t0 = time.perf_counter()
     digest = sha256_of(path)  # before the candidate runs: what is hashed is what was judged
     early, kernel_type = _static(path, opts)
+    backend = _declared_backend(path)
     if early:
-        early.harness_s, early.sha256 = time.perf_counter() - t0, digest
+        early.harness_s, early.sha256, early.backend = time.perf_counter() - t0, digest, backend
         return early
     req = _request(opts, file=str(path), kernel_type=kernel_type, timing=opts.timing,
                    compile_baseline=opts.compile_baseline)  # fmt: skip
     out = _run_worker(req, opts, on_phase or (lambda p: None))
     verdict = _verdict(out, opts.timeout_s)
     verdict.sandbox = containment.kind()
+    verdict.backend = backend
     verdict.file, verdict.sha256 = str(path), digest
     verdict.kernel_type = verdict.kernel_type or kernel_type
     verdict.seed = req["seed"]
