@@ -81,14 +81,8 @@ def load(source: str, config: Mapping[str, object] | None = None) -> CudaModule:
         raise CudaBuildError(str(exc)) from None
     if not entries:
         raise CudaBuildError('the CUDA source has no extern "C" __global__ kernel to launch')
-    if not torch.cuda.is_available():
-        raise CudaBuildError(
-            'BACKEND = "cuda" needs an NVIDIA GPU and this machine has none; use a Triton kernel'
-        )
-    device = torch.cuda.current_device()
-    arch = gpu_arch(torch.cuda.get_device_capability(device))
-    nvcc = find_nvcc()
-    flags = [*BASE_FLAGS, f"-arch={arch}", *include_flags(), *define_flags(config or {})]
+    device = _device()
+    nvcc, flags = find_nvcc(), build_flags(config or {}, device)
     key = cache_key(source, flags, nvcc_version(nvcc))
     image, compile_s = _cached_or_built(key, source, nvcc, flags)
     module = load_module(image, entries, device)
@@ -96,6 +90,28 @@ def load(source: str, config: Mapping[str, object] | None = None) -> CudaModule:
     _BUILDS.append({"key": key[:16], "cached": compile_s is None, "compile_s": compile_s,
                     "seconds": seconds})  # fmt: skip
     return module
+
+
+def _device() -> int:
+    if not torch.cuda.is_available():
+        raise CudaBuildError(
+            'BACKEND = "cuda" needs an NVIDIA GPU and this machine has none; use a Triton kernel'
+        )
+    return torch.cuda.current_device()
+
+
+def build_flags(config: Mapping[str, object], device: int) -> list[str]:
+    """nvcc's flags for this source's build on `device`: ours, the arch, CONFIG's defines."""
+    arch = gpu_arch(torch.cuda.get_device_capability(device))
+    return [*BASE_FLAGS, f"-arch={arch}", *include_flags(), *define_flags(config)]
+
+
+def cached_cubin(source: str, config: Mapping[str, object] | None = None) -> Path:
+    """Where load() keeps this source's cubin on this GPU (benchmarks delete it to time a cold
+    build)."""
+    nvcc = find_nvcc()
+    flags = build_flags(config or {}, _device())
+    return cache_dir() / "cuda" / f"{cache_key(source, flags, nvcc_version(nvcc))}.cubin"
 
 
 def gpu_arch(capability: tuple[int, int]) -> str:
