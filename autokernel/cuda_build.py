@@ -70,8 +70,12 @@ def builds() -> list[dict[str, Any]]:
 def load(source: str, config: Mapping[str, object] | None = None) -> CudaModule:
     """Compile (or take from the cache) and load the source; its kernels as attributes."""
     t0 = time.perf_counter()
-    if not isinstance(source, str):
-        raise CudaSourceRefused("CUDA source must be a string (the CUDA_SOURCE literal)")
+    # Exact types only: a str or dict subclass could show the guard other text than nvcc gets
+    # (its own replace(), items() or __str__).
+    if type(source) is not str:
+        raise CudaSourceRefused("CUDA source must be a plain string (the CUDA_SOURCE literal)")
+    if config is not None and type(config) is not dict:
+        raise CudaSourceRefused("CONFIG must be a plain dict literal")
     findings = check_cuda_source(source)
     if findings:
         raise CudaSourceRefused("; ".join(str(f) for f in findings[:10]))
@@ -127,15 +131,15 @@ def define_flags(config: Mapping[str, object]) -> list[str]:
     with #ifdef). Anything else is refused: a define must not inject code."""
     flags = []
     for name, value in config.items():
-        if not isinstance(name, str) or not _IDENT.fullmatch(name) or name.startswith("__"):
+        if type(name) is not str or not _IDENT.fullmatch(name) or name.startswith("__"):
             raise CudaSourceRefused(f"CONFIG key {name!r} cannot be a C++ macro name")
-        if isinstance(value, bool):
+        if type(value) is bool:
             flags.append(f"-D{name}={int(value)}")
-        elif isinstance(value, int):
+        elif type(value) is int:
             flags.append(f"-D{name}={value}")
-        elif isinstance(value, float):
+        elif type(value) is float:
             flags.append(f"-D{name}={value!r}")
-        elif isinstance(value, str) and _IDENT.fullmatch(value):
+        elif type(value) is str and _IDENT.fullmatch(value):
             flags.append(f"-D{name}_{value}=1")
         else:
             raise CudaSourceRefused(f"CONFIG[{name!r}] = {value!r}: a CUDA define takes an int, "

@@ -40,11 +40,13 @@ class CudaLaunchError(RuntimeError):
 
 @functools.cache
 def _lib() -> ctypes.CDLL:
-    name = ctypes.util.find_library("cuda") or "libcuda.so.1"
-    try:
-        lib = ctypes.CDLL(name)
-    except OSError as exc:
-        raise CudaLaunchError(f"the CUDA driver library is not loadable here: {exc}") from None
+    try:  # the driver's soname first: find_library may start a compiler to look
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        try:
+            lib = ctypes.CDLL(ctypes.util.find_library("cuda") or "libcuda.so")
+        except OSError as exc:
+            raise CudaLaunchError(f"the CUDA driver library is not loadable here: {exc}") from None
     p, i, u = ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
     sigs = {
         "cuInit": [u],

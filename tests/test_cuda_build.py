@@ -177,3 +177,23 @@ def test_the_workers_account_of_its_builds_is_reduced_to_numbers():
         {"cached": False, "seconds": 3.5, "compile_s": 3.0},
     ]
     assert builds("not a list") == []
+
+
+def test_source_and_config_of_other_types_than_str_and_dict_are_refused():
+    """A str subclass may define its own replace(): the guard would read other text than nvcc
+    compiles. Plain types only, for the source, CONFIG, its keys and its values."""
+
+    class Two(str):
+        def replace(self, *args):
+            return 'extern "C" __global__ void k() {}'
+
+    class Sly(int):
+        def __str__(self):
+            return '1; asm("trap;")'
+
+    with pytest.raises(CudaSourceRefused, match="plain string"):
+        cuda_build.load(Two('extern "C" __global__ void k() { asm("trap;"); }'))
+    with pytest.raises(CudaSourceRefused, match="plain dict"):
+        cuda_build.load('extern "C" __global__ void k() {}', Two())
+    with pytest.raises(CudaSourceRefused):
+        cuda_build.define_flags({"X": Sly(1)})
