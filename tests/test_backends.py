@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 
 import pytest
+import torch
 from loop_helpers import ScriptedAgent, make_loop
 from typer.testing import CliRunner
 
@@ -101,6 +102,10 @@ def test_rows_carry_the_evaluated_kernels_backend(tmp_path):
     assert load(tmp_path).backend == "triton"
 
 
+NO_GPU_HERE = pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU")
+
+
+@NO_GPU_HERE
 def test_run_with_cuda_on_a_machine_without_a_gpu_is_one_line_exit_2(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
     result = CliRunner().invoke(
@@ -110,6 +115,7 @@ def test_run_with_cuda_on_a_machine_without_a_gpu_is_one_line_exit_2(tmp_path):
     assert "needs an NVIDIA GPU" in result.output and "Traceback" not in result.output
 
 
+@NO_GPU_HERE
 def test_bench_of_a_cuda_starter_without_a_gpu_is_one_line_exit_2():
     result = CliRunner().invoke(app, ["bench", "--kernel", "rmsnorm", "--backend", "cuda"])
     assert result.exit_code == 2

@@ -89,3 +89,23 @@ def test_without_a_gpu_the_script_says_so_and_exits_2(tmp_path, monkeypatch, cap
     assert cuda_backend.main() == 2
     assert "no GPU" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_cold_builds_record_each_starter_and_survive_one_that_fails(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_load(source, config):
+        calls.append(source)
+        if "ce_rows" in source:
+            raise cuda_backend.cuda_build.CudaBuildError("nvcc: line 3: error: planted")
+
+    monkeypatch.setattr(cuda_backend.cuda_build, "cached_cubin", lambda s, c: tmp_path / "x")
+    monkeypatch.setattr(cuda_backend.cuda_build, "load", fake_load)
+    report = _report()
+    report.builds = {}
+    cuda_backend.cold_builds(report, ["rmsnorm", "cross_entropy", "matmul"])
+    assert sorted(report.builds) == ["matmul", "rmsnorm"]
+    assert all(b["cold_s"] >= 0 and b["cached_s"] >= 0 for b in report.builds.values())
+    (error,) = report.errors
+    assert error.startswith("cross_entropy build: CudaBuildError: nvcc: line 3: error: planted")
+    assert len(calls) == 5  # cold and cached for the two that built, one failed attempt
