@@ -120,3 +120,24 @@ def test_bench_of_a_cuda_starter_without_a_gpu_is_one_line_exit_2():
     result = CliRunner().invoke(app, ["bench", "--kernel", "rmsnorm", "--backend", "cuda"])
     assert result.exit_code == 2
     assert "needs an NVIDIA GPU" in result.output and "Traceback" not in result.output
+
+
+def test_the_switch_agent_replies_with_the_other_starter_and_the_reply_parses(tmp_path):
+    """benchmarks/switch_agent.py, the GPU's LLM-free switch test, on the prompt an `any` run
+    builds: its reply parses under the run's rule and makes kernel.py the CUDA starter."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import switch_agent
+
+    loop, _ = make_loop(tmp_path, agent=ScriptedAgent([]), max_experiments=1)
+    loop.state.backend = "any"
+    ts = loop.state.targets[0]
+    current = (tmp_path / "kernel.py").read_text()
+    ctx = briefing.context(loop.state, ts, current, [], on_gpu=True)
+    text = switch_agent.reply(build_request(ctx))
+    source, hypothesis = parse_reply(text, current, ctx.backends)
+    assert source == backends.starter_path("softmax", "cuda").read_text()
+    assert "cuda starter" in hypothesis
+    assert switch_agent.reply("no such section") is None
