@@ -23,6 +23,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -137,7 +138,7 @@ def define_flags(config: Mapping[str, object]) -> list[str]:
             flags.append(f"-D{name}={int(value)}")
         elif type(value) is int:
             flags.append(f"-D{name}={value}")
-        elif type(value) is float:
+        elif type(value) is float and math.isfinite(value):
             flags.append(f"-D{name}={value!r}")
         elif type(value) is str and _IDENT.fullmatch(value):
             flags.append(f"-D{name}_{value}=1")

@@ -75,6 +75,8 @@ def cold_builds(report: Report, kinds: list[str]) -> None:
         }
         return cold
 
+    if not kinds:
+        return
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(kinds)) as pool:
         futures = {kind: pool.submit(build, kind) for kind in kinds}
     for kind, future in futures.items():
@@ -170,8 +172,8 @@ def main() -> int:
     report = Report(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
                     triton=triton.__version__, nvcc=nvcc, commit=args.commit,
                     date=dt.date.today().isoformat(), command=" ".join(sys.argv))  # fmt: skip
-    props = torch.cuda.get_device_properties(0)
-    report.notes.append(f"shared memory per block, opt-in: {props.shared_memory_per_block_optin} B")
+    optin = getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", None)
+    report.notes.append(f"shared memory per block, opt-in: {optin} B (program.md says 227 KB)")
     memory_ops = {k for k in kinds if get_spec(k).bound == "memory"}
     flush = lambda: write(report, args.out_dir, memory_ops)
     guarded(

@@ -27,6 +27,7 @@ def test_config_becomes_defines_and_strings_become_flags():
         {"A B": 1},
         {"__CUDA_ARCH__": 1},
         {"X": [1, 2]},
+        {"X": float("inf")},  # repr() would define X as the identifier inf
     ],
 )
 def test_config_that_could_inject_code_is_refused(config):
