@@ -6,7 +6,7 @@ rows to a block; the whole block for wide ones). Each thread walks its row in 16
 from the aligned address at or before the row start, so odd widths (50257) still move whole
 vectors and only the first and last vector of a row are masked. The first ITEMS vectors of each
 thread stay in registers between the sum of squares and the scaling: a row of up to
-G * ITEMS vectors is read once (one pass); wider rows re-read the rest, which L2 mostly serves.
+G * ITEMS vectors is read once (one pass); wider rows read the rest again.
 Sums are warp shuffles (and one shared-memory step across warps), in a fixed order, so the
 result is bitwise deterministic. Views whose rows sit at other 16-byte offsets than the output's
 take the scalar instantiation (VEC = 1) of the same code.

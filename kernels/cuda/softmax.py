@@ -6,8 +6,8 @@ the whole block for wide ones) and walks it in 16-byte vectors from the aligned 
 before the row start. One pass keeps a running maximum and a running sum of exp(x - maximum)
 (online softmax: rescaled when the maximum grows; -inf entries add nothing), merged across the
 group by shuffles; the first ITEMS vectors of each thread stay in registers for the output, so
-a row of up to G * ITEMS vectors is read once. exp is __expf (ex2.approx): at LLM widths exact
-expf made the kernel compute-bound.
+a row of up to G * ITEMS vectors is read once. exp is __expf, one ex2.approx per element;
+expf would add a range reduction of several FMAs (program.md, section CUDA C++).
 """
 
 import torch
