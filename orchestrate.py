@@ -153,6 +153,7 @@ class State:
     agent_args: dict = field(default_factory=dict)  # kind, model, base URL, command: no secrets
     mode: str = "eager"  # the user's baseline (autokernel/mode.py); runs from before it: eager
     reach: float = 0.0  # Rules.reach as the run was started with it; 0: every target in reach
+    backend: str = "triton"  # --backend: triton, cuda or any (autokernel/backends.py)
 
     @property
     def budget_s(self) -> float:
@@ -192,6 +193,7 @@ def new_state(
     max_tokens: int | None = None,
     mode: str = "eager",
     reach: float = 0.0,
+    backend: str = "triton",
 ) -> State:
     return State(
         tag=tag,
@@ -201,6 +203,7 @@ def new_state(
         targets=[TargetState(t) for t in targets],
         mode=mode,
         reach=reach,
+        backend=backend,
     )
 
 

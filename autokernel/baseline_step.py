@@ -7,16 +7,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autokernel import briefing
+from autokernel import backends
 from orchestrate import TargetState
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop
 
 
-def _starter(ts: TargetState) -> tuple[str, str]:
+def _starter(loop: Loop, ts: TargetState) -> tuple[str, str]:
     kind = ts.target.kernel_type
-    return briefing.starter_source(kind), f"baseline: the shipped kernels/{kind}.py"
+    backend = backends.start_backend(loop.state.backend)
+    path = backends.starter_path(kind, backend)
+    shown = path.relative_to(backends.STARTERS.parent)
+    return path.read_text(), f"baseline: the shipped {shown}"
 
 
 def begin(loop: Loop) -> None:
@@ -27,7 +30,7 @@ def begin(loop: Loop) -> None:
         return
     s = loop.state
     n = s.next_experiment
-    source, hypothesis = _starter(ts)
+    source, hypothesis = _starter(loop, ts)
     s.in_flight = {
         "experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": "starter",
         "tokens": 0, "commit": None, "baseline": True,
@@ -42,7 +45,7 @@ def begin(loop: Loop) -> None:
 
 def start_target(loop: Loop, ts: TargetState) -> None:
     """Experiment N of a new target: the shipped starter, committed and measured as is."""
-    source, hypothesis = _starter(ts)
+    source, hypothesis = _starter(loop, ts)
     loop.commit(ts, source, hypothesis, agent="starter", tokens=0, baseline=True)
     loop.evaluate_in_flight()
 

@@ -10,16 +10,12 @@ import inspect
 from pathlib import Path
 
 import reference
+from autokernel import backends
 from autokernel.agents.base import Context
 from autokernel.specs import get_spec, parse_dtype
 from orchestrate import State, TargetState
 
 PROGRAM = Path(__file__).resolve().parents[1] / "program.md"
-STARTERS = Path(__file__).resolve().parents[1] / "kernels"
-
-
-def starter_source(kernel_type: str) -> str:
-    return (STARTERS / f"{kernel_type}.py").read_text()
 
 
 def spec_text(ts: TargetState, on_gpu: bool) -> str:
@@ -85,7 +81,9 @@ def context(
         target=ts.name,
         kernel_type=ts.target.kernel_type,
         program=program,
-        spec_text=spec_text(ts, on_gpu),
+        spec_text=spec_text(ts, on_gpu)
+        + "\n"
+        + backends.briefing(state.backend, ts.target.kernel_type, on_gpu),
         reference_source=inspect.getsource(getattr(reference, ts.target.kernel_type)),
         kernel_source=best_source,
         history=[r for r in rows if r.get("target") == ts.name],
@@ -93,4 +91,8 @@ def context(
         roofline=roofline_text(ts),
         tried_configs=list(ts.tried_configs),
         oversized_configs=list(ts.oversized_configs),
+        backends=backends.allowed(state.backend, on_gpu),
+        other_starter=backends.other_starter(
+            state.backend, ts.target.kernel_type, backends.of_source(best_source), on_gpu
+        ),
     )

@@ -8,8 +8,14 @@ from typing import Annotated
 
 import typer
 
-from autokernel import option_checks
-from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
+from autokernel import backends, option_checks
+from autokernel.harness.sandbox import (
+    BACKENDS,
+    DEFAULT_TIMEOUT_S,
+    KernelFileError,
+    Options,
+    evaluate,
+)
 from autokernel.harness.verdict import Status
 from autokernel.render import output_console
 from autokernel.secrets import redact
@@ -24,8 +30,6 @@ app = typer.Typer(
 )
 console = output_console()
 err = output_console(stderr=True)
-
-STARTERS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 @app.callback()
@@ -63,6 +67,10 @@ def bench(
     compile_baseline: Annotated[
         bool, typer.Option("--compile/--no-compile", help="Time torch.compile as a baseline.")
     ] = True,
+    backend: Annotated[
+        str,
+        typer.Option(help="With --kernel: the starter's backend, triton or cuda (CUDA C++)."),
+    ] = "triton",
 ) -> None:
     """Check a kernel in five stages (smoke, shape sweep, adversarial, determinism, odd sizes),
     then time it against eager PyTorch and torch.compile. Runs in a sandboxed subprocess; on a
@@ -71,12 +79,17 @@ def bench(
     problem = option_checks.bench_error(timeout, json_out)
     if problem:
         raise fail(problem)
+    if backend not in BACKENDS:
+        raise fail(f"--backend {backend!r}: choose triton or cuda")
     if kernel is not None:
         if kernel not in SPECS:
             raise fail(f"unknown kernel type {kernel!r}; choose one of: {', '.join(SPECS)}")
         if file is not None:
             raise fail("give a FILE or --kernel, not both")
-        file = STARTERS / f"{kernel}.py"
+        file = backends.starter_path(kernel, backend)
+        if not file.exists():
+            raise fail(f"no {backend} starter for {kernel} (kernels/cuda/ has none); use "
+                       "--backend triton")  # fmt: skip
     if dtype is not None:
         try:
             dtype = dtype_name(parse_dtype(dtype))
@@ -88,6 +101,9 @@ def bench(
             f"{file}: no such file. Pass a kernel file, or --kernel TYPE for a shipped starter "
             f"({', '.join(SPECS)})."
         )
+    problem = option_checks.backend_error(file)
+    if problem:
+        raise fail(problem)
     opts = Options(
         timeout_s=timeout, seed=seed, quick=quick, dtype=dtype,
         compile_baseline=compile_baseline and not quick,
@@ -205,6 +221,13 @@ def run(
             "on a GPU, eager on the CPU). Kept by --resume."
         ),
     ] = None,
+    backend: Annotated[
+        str | None,
+        typer.Option(
+            help="Kernel backend: triton (default), cuda (CUDA C++ starters, needs a GPU) or any "
+            "(LLM agents may switch a target's backend). Kept by --resume."
+        ),
+    ] = None,
     unsafe_no_sandbox: Annotated[
         bool,
         typer.Option(
@@ -242,6 +265,7 @@ def run(
         quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
         compile_baseline=compile_baseline, mode=mode, unsafe_no_sandbox=unsafe_no_sandbox,
         workers=workers, ray_address=ray_address,
+        backend=backend,
     )  # fmt: skip
     problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan,
                                       workers, ray_address)  # fmt: skip

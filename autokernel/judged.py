@@ -48,7 +48,8 @@ def passed_hashes(workspace: Path) -> set[str]:
 
 
 def starter_hashes() -> set[str]:
-    return {sha256_of(p) for p in STARTERS.glob("[a-z]*.py")} - {""}
+    files = [*STARTERS.glob("[a-z]*.py"), *(STARTERS / "cuda").glob("[a-z]*.py")]
+    return {sha256_of(p) for p in files} - {""}
 
 
 def workspace_of(path: Path) -> Path | None:

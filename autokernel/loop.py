@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autokernel import baseline_step, briefing, recovery
+from autokernel import backends, baseline_step, briefing, recovery
 from autokernel.agents.base import Agent, AgentError, AgentStopped, InvalidReply
 from autokernel.agents.tuner import out_of_resources, read_config
 from autokernel.harness import sandbox
@@ -172,6 +172,11 @@ class Loop:
             return
         if proposal is None:
             self.finish(ts, f"{self.agent.name} has nothing left to try", final=True)
+            return
+        backend = backends.of_source(proposal.source)
+        if backend not in ctx.backends:  # any agent, not only those that parse replies
+            why = f"BACKEND {backend!r}, and this run allows {', '.join(ctx.backends)}"
+            self._invalid(ts, why, proposal.tokens)
             return
         self.state.tokens += proposal.tokens
         self.commit(ts, proposal.source, proposal.hypothesis, self.agent.name, proposal.tokens)

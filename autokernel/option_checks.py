@@ -77,3 +77,19 @@ def bench_error(timeout: float, json_out: Path | None) -> str | None:
 def status_error(workspace: Path) -> str | None:
     """A bad `autokernel status` option, or None."""
     return _directory("--workspace", workspace)
+
+
+def backend_error(file: Path) -> str | None:
+    """A BACKEND = "cuda" file on a machine without a GPU: nothing could build or run it."""
+    import torch
+
+    from autokernel.backends import of_source
+    from autokernel.harness.sandbox import NO_GPU
+
+    try:
+        source = file.read_text()
+    except (OSError, UnicodeDecodeError):
+        return None  # evaluate() says what is wrong with the file
+    if of_source(source) == "cuda" and not torch.cuda.is_available():
+        return f"{file}: {NO_GPU}"
+    return None

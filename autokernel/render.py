@@ -29,6 +29,7 @@ def verdict_view(v: Verdict) -> Group:
         f"  {v.kernel_type}  {v.file}\n",
         (f"device: {v.device or '?'}" + ("  (Triton interpreter)" if v.interpreter else ""), "dim"),
         (f"  seed {v.seed}  harness {v.harness_s:.1f} s", "dim"),
+        (_build_text(v), "dim"),
     )
     parts: list = [head]
     if v.stages:
@@ -63,6 +64,15 @@ def verdict_view(v: Verdict) -> Group:
     for g in v.guards:
         parts.append(Text(f"note: {g}", "yellow"))
     return Group(*parts)
+
+
+def _build_text(v: Verdict) -> str:
+    """The CUDA build's time: compiled now, or loaded from the cache."""
+    if v.build_s is None:
+        return ""
+    compiled = [b["compile_s"] for b in v.builds if b.get("compile_s") is not None]
+    how = f"compiled in {sum(compiled):.1f} s" if compiled else "from the cache"
+    return f"  CUDA build {v.build_s:.2f} s ({how})"
 
 
 def gpu_table(rows: list[dict]) -> Table:

@@ -66,6 +66,7 @@ class TargetReport:
     pct_peak: float | None = None
     throughput: float | None = None
     unit: str = ""
+    best_backend: str = ""  # the best kernel's BACKEND; "" in results.tsv from before the column
     experiments: int = 0  # rows, measurements of known kernels included
     kept: int = 0
     reverted: int = 0
@@ -187,6 +188,7 @@ def _target(name: str, rows: list[dict[str, str]]) -> TargetReport:
             t.speedup_vs_compile = _num(r.get("speedup_vs_compile"))
             t.pct_peak, t.throughput = _num(r.get("pct_peak")), _num(r.get("throughput"))
             t.unit = r.get("unit", "")
+            t.best_backend = r.get("backend", "") if r.get("backend") != "-" else ""
         elif status == "revert":
             t.reverted += 1
         elif status in FAILED:

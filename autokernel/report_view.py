@@ -43,8 +43,9 @@ TERMINAL = ("target", "share", "start\nµs", "best\nµs", "×\nstart", "×\neage
 def _cells(t: TargetReport, short: bool = False) -> list[str]:
     """The row of COLUMNS."""
     time = _duration(t.seconds, short) + ("" if t.seconds_source == "state" else "*")
+    name = t.name + (f" [{t.best_backend}]" if t.best_backend == "cuda" else "")
     return [
-        t.name, t.kernel_type, _f(t.share, ".0%"), _f(t.baseline_us, ".4g"), _f(t.best_us, ".4g"),
+        name, t.kernel_type, _f(t.share, ".0%"), _f(t.baseline_us, ".4g"), _f(t.best_us, ".4g"),
         _f(t.speedup_vs_starter), _f(t.speedup_vs_eager), _f(t.speedup_vs_compile),
         _f(t.pct_peak, ".0f"), str(t.kept), str(t.reverted), str(t.failed), time,
     ]  # fmt: skip

@@ -35,6 +35,7 @@ COLUMNS = (
     "tokens",
     "description",
     "sandbox",  # how the candidate was contained: bwrap, or none (it ran with the user's rights)
+    "backend",  # the kernel's BACKEND: triton or cuda (files from before it have no such column)
 )
 # invalid: the agent's reply held no usable kernel, so nothing was committed or evaluated; the
 # row still counts as an experiment (the commit column is "-").

@@ -32,6 +32,7 @@ def experiment_row(
         "speedup_vs_compile": cand.speedup_vs_compile if cand else None,
         "harness_s": verdict.harness_s, "agent": f["agent"], "tokens": f["tokens"],
         "description": f["hypothesis"], "sandbox": verdict.sandbox or None,
+        "backend": verdict.backend or None,
     }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autokernel import backends
 from autokernel.agents.base import Agent, AgentError
 from autokernel.harness import containment
 from autokernel.live import RunView
@@ -56,6 +57,7 @@ class RunRequest:
     unsafe_no_sandbox: bool = False  # let an LLM agent run where containment is unavailable
     workers: int | None = None  # parallel slots (autokernel/parallel.py); None: one, sequential
     ray_address: str | None = None  # an existing Ray cluster's address (autokernel/ray_pool.py)
+    backend: str | None = None  # triton, cuda or any (autokernel/backends.py); None: triton
 
 
 @dataclass
@@ -144,6 +146,10 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         mode = parse_mode(req.mode, "cuda" if on_gpu else "cpu")
     except ModeError as exc:
         raise SessionError(str(exc)) from None
+    try:
+        backend = backends.parse(req.backend)
+    except backends.BackendError as exc:
+        raise SessionError(str(exc)) from None
     if req.resume:
         if previous is None:
             raise SessionError(f"nothing to resume in {root}: start a run without --resume")
@@ -151,6 +157,9 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         if req.mode is not None and mode != state.mode:
             raise SessionError(f"run {state.tag} was started with --mode {state.mode}; resume "
                                "it without --mode, or start a new run")  # fmt: skip
+        if req.backend is not None and backend != state.backend:
+            raise SessionError(f"run {state.tag} was started with --backend {state.backend}; "
+                               "resume it without --backend, or start a new run")  # fmt: skip
         args = {**state.agent_args, **_given_agent_args(req)}
         if req.hours is not None:
             state.hours = req.hours
@@ -160,6 +169,12 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         targets = _targets(req, root)
         args = _given_agent_args(req)
         state = None
+    try:
+        kinds = [t.kernel_type for t in (targets if state is None else
+                                         [ts.target for ts in state.targets])]  # fmt: skip
+        backends.check(backend if state is None else state.backend, kinds, on_gpu)
+    except backends.BackendError as exc:
+        raise SessionError(str(exc)) from None
     loop_ref: list[Loop] = []
     try:
         agent = _agent(req, args, loop_ref)
@@ -175,7 +190,8 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         if state is None:
             tag = req.tag or time.strftime("%Y%m%d-%H%M%S")
             state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens,
-                              mode=mode, reach=REACH if on_gpu else 0.0)  # fmt: skip
+                              mode=mode, reach=REACH if on_gpu else 0.0,
+                              backend=backend)  # fmt: skip
             state.agent_args = args
             # numbers already used, also by an earlier run's attempt refs, are never reused
             last = max(results.experiments() | set(ws.attempts()), default=None)
@@ -262,7 +278,7 @@ def _intro(state: State, agent: Agent, on_gpu: bool, root: Path) -> list[str]:
     return [
         f"autokernel run {state.tag} in {root}: {device}",
         f"agent {agent.name} ({how}); targets: {names}; budget {state.hours:g} h; "
-        f"ranked against {state.mode} (--mode)",
+        f"ranked against {state.mode} (--mode); backend {state.backend}",
         "each experiment: edit kernel.py -> commit -> five-stage check -> benchmark -> keep "
         f"or revert; rows in results.tsv, log in {root / '.autokernel' / 'run.log'}",
     ]

@@ -128,6 +128,11 @@ ESCAPES = {
     "host helper in a nested jit body": "def h():\n    return 1\ndef kernel_fn(x):\n"
     "    @triton.jit\n    def _k(X):\n        h()\n",
     "a torch module bare": "import torch.utils.cpp_extension as ext\nf = ext\n",
+    # host C++ that no guard judged: CUDA kernels build through autokernel.cuda_build only
+    "torch's extension builder": "from torch.utils.cpp_extension import load_inline\n",
+    "torch's extension builder by path": "import torch\ntorch.utils.cpp_extension.load('x', [])\n",
+    "the CUDA builder's internals": "from autokernel.cuda_build import compile_cubin\n",
+    "the CUDA driver module": "from autokernel.cuda_driver import load_module\n",
 }
 
 
@@ -139,8 +144,7 @@ def test_escapes_are_flagged(body):
 def test_clean_code_that_looks_like_an_escape_passes():
     body = """
 import functools
-import torch.utils.cpp_extension
-from torch.utils.cpp_extension import load_inline
+from autokernel.cuda_build import load
 from triton.language.extra import libdevice
 import math
 from typing import Any
@@ -230,6 +234,7 @@ def test_only_the_launch_helpers_of_autokernel_are_importable():
     """Starters share autokernel.launch (cached launch plans); the rest of the package, the
     judge and the harness included, stays out of a candidate's reach."""
     assert check_source("from autokernel.launch import launcher, remember\n") == []
+    assert check_source("from autokernel.cuda_build import load\n") == []
     for bad in (
         "from autokernel.harness import judge\n",
         "import autokernel.harness.judge\n",

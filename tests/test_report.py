@@ -276,3 +276,17 @@ def test_starter_that_did_not_pass(tmp_path):
     result = CliRunner().invoke(_app(), ["-w", str(tmp_path), "--png", str(tmp_path / "p.png")])
     assert result.exit_code == 0, result.output
     assert "no proposal was kept yet" in result.output
+
+
+def test_the_best_kernels_backend_is_shown_and_old_files_read_without_it(tmp_path, h200):
+    rows = [
+        _row(0, "rmsnorm", "rmsnorm", "keep", "starter", 20, 40, 30, "baseline"),
+        {**_row(1, "rmsnorm", "rmsnorm", "keep", "llm", 10, 40, 30, "to CUDA"), "backend": "cuda"},
+    ]
+    ws = tmp_path / "cuda-night"
+    ws.mkdir()
+    _write_rows(ws, rows)
+    (t,) = rep.build(ws).targets
+    assert t.best_backend == "cuda"
+    assert "rmsnorm [cuda]" in report_view.to_markdown(rep.build(ws))
+    assert all(t.best_backend == "" for t in rep.build(h200).targets)  # no backend column

@@ -42,7 +42,8 @@ def lines(path) -> list[str]:
 
 def test_columns_and_statuses_are_the_contract():
     assert COLUMNS[:5] == ("experiment", "commit", "target", "kernel_type", "status")
-    assert COLUMNS[-2:] == ("description", "sandbox") and len(COLUMNS) == len(set(COLUMNS)) == 17
+    assert COLUMNS[-3:] == ("description", "sandbox", "backend")
+    assert len(COLUMNS) == len(set(COLUMNS)) == 18
     assert STATUSES == ("keep", "revert", "fail", "crash", "timeout", "rejected", "invalid")
 
 
@@ -124,7 +125,7 @@ def test_only_required_keys_fill_the_rest_with_dashes(tmp_path):
     log.append({"experiment": 5, "status": "timeout", "target": "t"})
     (got,) = log.read()
     assert got["status"] == "timeout"
-    assert [got[c] for c in COLUMNS if c not in ("experiment", "status", "target")] == ["-"] * 14
+    assert [got[c] for c in COLUMNS if c not in ("experiment", "status", "target")] == ["-"] * 15
 
 
 def test_torn_tail_is_skipped_by_read_and_cut_by_the_next_append(tmp_path):
@@ -206,13 +207,21 @@ def test_oserror_from_the_filesystem_is_not_wrapped(tmp_path):
         log.append(row(0))
 
 
-def test_a_log_begun_with_fewer_columns_keeps_its_width(tmp_path):
-    # A workspace's results.tsv from before the sandbox column: resumed, its new rows must
-    # still be read (a row wider than the header would be skipped as malformed).
+@pytest.mark.parametrize("dropped", [1, 2], ids=["before backend", "before sandbox"])
+def test_a_log_begun_with_fewer_columns_keeps_its_width(tmp_path, dropped):
+    # A workspace's results.tsv from before the backend (or sandbox) column: resumed, its new
+    # rows must still be read (a row wider than the header would be skipped as malformed).
     path = tmp_path / "results.tsv"
-    old = COLUMNS[:-1]
+    old = COLUMNS[:-dropped]
     path.write_text("\t".join(old) + "\n" + "\t".join(["0", *["-"] * (len(old) - 1)]) + "\n")
     log = ResultsLog(path)
-    log.append(row(1, sandbox="bwrap"))
+    log.append(row(1, sandbox="bwrap", backend="cuda"))
     assert [r["experiment"] for r in log.read()] == ["0", "1"]
     assert all(len(line.split("\t")) == len(old) for line in lines(path))
+
+
+def test_the_backend_column_is_written_and_read(tmp_path):
+    log = ResultsLog(tmp_path / "results.tsv")
+    log.append(row(0, backend="cuda"))
+    log.append(row(1))
+    assert [r["backend"] for r in log.read()] == ["cuda", "-"]

@@ -31,6 +31,8 @@ class Context:
     # `experiment` is then provisional: numbers are assigned in the order the replies arrive.
     in_flight: list[dict] = field(default_factory=list)
     others_asking: int = 0
+    backends: tuple[str, ...] = ("triton",)  # the BACKEND values this run allows (--backend)
+    other_starter: str = ""  # the starter of the backend it may switch to; "" when none
 
 
 @dataclass(frozen=True)

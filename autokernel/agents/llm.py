@@ -66,7 +66,7 @@ class LLMAgent:
             completion = self._complete(system, messages)
             tokens += completion.tokens
             try:
-                source, hypothesis = parse_reply(completion.text, ctx.kernel_source)
+                source, hypothesis = parse_reply(completion.text, ctx.kernel_source, ctx.backends)
             except ReplyError as e:
                 problem = f"{TRUNCATED_HINT}\n{e}" if completion.truncated else str(e)
                 messages = [

@@ -61,6 +61,9 @@ def build_request(ctx: Context, budget: _Budget = BUDGETS[0]) -> str:
         "## Current best kernel.py (edit this)\n" + _fenced(ctx.kernel_source),
         "## Results so far\n" + history_text(ctx.history, budget.rows),
     ]
+    if ctx.other_starter and len(ctx.other_starter) <= budget.source_chars:
+        head = "## The shipped starter of the other backend (what a switch starts from)\n"
+        sections.append(head + _fenced(ctx.other_starter))
     if ctx.tried_configs and budget.configs:
         shown = ctx.tried_configs[-budget.configs :]
         lines = [json.dumps(c, sort_keys=True, default=str) for c in shown]

@@ -43,7 +43,9 @@ class _Edit:
     replace: list[str]
 
 
-def parse_reply(reply: str, current: str) -> tuple[str, str]:
+def parse_reply(
+    reply: str, current: str, backends: tuple[str, ...] | None = None
+) -> tuple[str, str]:
     """(new kernel.py source, hypothesis) from `reply`, applied to the `current` source."""
     reply = _THINK.sub("", reply.replace("\r\n", "\n"))
     current = current.replace("\r\n", "\n")
@@ -53,7 +55,7 @@ def parse_reply(reply: str, current: str) -> tuple[str, str]:
     else:
         source = _whole_file(lines)
     source = source.rstrip() + "\n"
-    _validate(source, current)
+    _validate(source, current, backends)
     return source, extract_hypothesis(reply)
 
 
@@ -223,7 +225,7 @@ def _prose_lines(lines: list[str]) -> list[str]:
     return out
 
 
-def _validate(source: str, current: str) -> None:
+def _validate(source: str, current: str, backends: tuple[str, ...] | None = None) -> None:
     if _normalized(source) == _normalized(current):
         raise ReplyError(
             "No change: the resulting kernel.py is identical to the current one. Propose a "
@@ -247,9 +249,13 @@ def _validate(source: str, current: str) -> None:
             f"The new kernel.py no longer defines {' and '.join(missing)} at module level; the "
             "harness calls kernel_fn and reads KERNEL_TYPE. Keep both."
         )
-    old, new = _kernel_type(current), _kernel_type(source)
+    old, new = _literal(current, "KERNEL_TYPE"), _literal(source, "KERNEL_TYPE")
     if old is not None and new != old:
         raise ReplyError(f"KERNEL_TYPE must stay {old!r} (the reply set {new!r}).")
+    backend = _literal(source, "BACKEND") or "triton"
+    if backends is not None and backend not in backends:
+        allowed = " or ".join(f'BACKEND = "{b}"' for b in backends)
+        raise ReplyError(f"This run allows {allowed} (the reply set {backend!r}); keep to it.")
 
 
 def _top_level_names(tree: ast.Module) -> set[str]:
@@ -266,14 +272,14 @@ def _top_level_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _kernel_type(source: str) -> object | None:
+def _literal(source: str, name: str) -> object | None:
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == "KERNEL_TYPE" for t in node.targets
+            isinstance(t, ast.Name) and t.id == name for t in node.targets
         ):
             try:
                 return ast.literal_eval(node.value)

@@ -69,7 +69,8 @@ def _beyond_a_loss(config: dict, changes: list, space: dict, tried: set[str]) ->
     return False
 
 
-RESOURCE_FAILURE = re.compile(r"out of resource", re.IGNORECASE)  # Triton's OutOfResources
+# Triton's OutOfResources, and the CUDA driver's refusal of a launch (BACKEND = "cuda")
+RESOURCE_FAILURE = re.compile(r"out of resource|too many resources requested", re.IGNORECASE)
 
 
 def out_of_resources(message: str | None) -> bool:

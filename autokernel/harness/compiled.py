@@ -16,6 +16,7 @@ Triton), the answer is None ("unknown"), never 0.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -66,9 +67,24 @@ def spilled_registers(module: ModuleType) -> int | None:
                 n = getattr(kernel, "n_spills", None)
                 if isinstance(n, int) and not isinstance(n, bool):
                     worst = max(worst or 0, n)
+        for n in _cuda_local_words(module):
+            worst = max(worst or 0, n)
     except Exception:  # an internal layout we do not know: unknown, not "no spills"
         return None
     return worst
+
+
+def _cuda_local_words(module: ModuleType) -> list[int]:
+    """Per BACKEND = "cuda" kernel loaded by the module: its local memory per thread in 32-bit
+    words (spilled registers and arrays the compiler could not keep in registers)."""
+    builder = sys.modules.get("autokernel.cuda_driver")
+    if builder is None:
+        return []
+    out = []
+    for value in list(vars(module).values()):
+        if isinstance(value, builder.CudaModule):
+            out += [getattr(value, name).local_bytes // 4 for name in value.kernel_names()]
+    return out
 
 
 @dataclass

@@ -10,19 +10,24 @@ ALLOWED_IMPORTS = frozenset(
      "operator", "__future__", "autokernel"}
 )  # fmt: skip
 # What kernel.py may take from autokernel: the starters' launch fast path (autokernel/launch.py),
-# which reads Triton internals a candidate may not name itself. Nothing else of the package.
-AUTOKERNEL_MEMBERS = {"launch": frozenset({"launcher", "remember"})}
+# which reads Triton internals a candidate may not name itself, and the CUDA builder
+# (autokernel/cuda_build.py), which compiles only device code that passed the C++ guard.
+# Nothing else of the package.
+AUTOKERNEL_MEMBERS = {
+    "launch": frozenset({"launcher", "remember"}),
+    "cuda_build": frozenset({"load"}),
+}
 
-# torch.<path> that kernel.py may touch: allocation, dtypes, device queries, and building a
-# CUDA extension for BACKEND = "cuda". Everything else in torch computes and is off limits.
+# torch.<path> that kernel.py may touch: allocation, dtypes, device queries. Everything else in
+# torch computes and is off limits. (No torch.utils.cpp_extension: its host code would run
+# unjudged; BACKEND = "cuda" builds through autokernel.cuda_build.)
 ALLOWED_TORCH = frozenset(
     {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "full", "arange",
      "float16", "half", "bfloat16", "float32", "float", "float64", "double", "int8", "int16",
      "int32", "int64", "long", "int", "uint8", "bool", "dtype", "device", "Size", "Tensor",
      "finfo", "iinfo", "no_grad", "inference_mode", "is_tensor",
      "cuda.get_device_properties", "cuda.current_device", "cuda.is_available",
-     "cuda.device_count", "cuda.get_device_capability", "cuda.get_device_name",
-     "utils.cpp_extension.load_inline"}
+     "cuda.device_count", "cuda.get_device_capability", "cuda.get_device_name"}
 )  # fmt: skip
 # Classes whose members are methods shared by every tensor: torch.Tensor.add(x, y) computes,
 # and torch.Tensor.<method> is exactly what a forged comparison would rebind.

@@ -27,7 +27,7 @@ from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
 from autokernel.harness.timing import Measurement, clock_name
-from autokernel.harness.verdict import Check, Status, Verdict
+from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
 from autokernel.specs import KernelSpec, get_spec, parse_dtype
 from autokernel.specs.base import dtype_name
 
@@ -212,6 +212,38 @@ def _strings(value: object) -> list[str]:
     return [str(s)[:500] for s in value] if isinstance(value, list) else []
 
 
+MAX_BUILDS = 16  # a kernel builds one module, rarely a few; more is noise in the verdict
+
+
+def builds(value: object) -> list[dict[str, Any]]:
+    """The worker's account of its CUDA builds, reduced to numbers and flags (it is a claim,
+    shown as the compile time and never judged on)."""
+    out = []
+    for b in value[:MAX_BUILDS] if isinstance(value, list) else []:
+        if not isinstance(b, dict) or type(b.get("seconds")) not in (int, float):
+            continue
+        compile_s = b.get("compile_s")
+        compiled = float(compile_s) if type(compile_s) in (int, float) else None
+        out.append({"cached": b.get("cached") is True, "seconds": float(b["seconds"]),
+                    "compile_s": compiled})  # fmt: skip
+    return out
+
+
+def _build_failed(verdict: Verdict, reply: dict[str, Any]) -> Verdict:
+    """A kernel whose CUDA source did not build: FAIL in the first stage with the compiler's
+    message (or REJECTED, when the builder's C++ guard refused the source it was handed)."""
+    status = Status.FAIL if reply["status"] == "FAIL" else Status.REJECTED
+    stage = STAGES[0] if status is Status.FAIL else "static"
+    message = str(reply.get("message", ""))[-3000:] or "the CUDA build failed"
+    verdict.status, verdict.failure = status, Check(stage, "", "", False, message)
+    verdict.message = f"{status.value} in {stage}: {message.splitlines()[0]}"
+    if status is Status.FAIL:
+        verdict.stages = [StageResult(stage, "FAIL")] + [
+            StageResult(s, "SKIPPED") for s in STAGES[1:]
+        ]
+    return verdict
+
+
 def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = None) -> Verdict:
     """Judge one kernel file: import, five stages, benchmark. trusted: the baseline worker's
     reply (baselines, ceilings, notes); nothing the candidate's worker says is taken for them."""
@@ -236,6 +268,9 @@ def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = N
     reply = link.request(
         {"op": "import", "files": [req["file"]], "names": ["autokernel_candidate"]}, "import"
     )
+    verdict.builds = builds(reply.get("builds"))
+    if reply.get("status") in ("FAIL", "REJECTED"):  # the CUDA build: compiler or C++ guard
+        return _build_failed(verdict, reply)
     if reply.get("status"):
         verdict.status = Status.CRASH
         verdict.failure = Check("import", "", "", False, str(reply.get("message", ""))[-3000:])
@@ -267,6 +302,7 @@ def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = N
     finish = link.request({"op": "finish"})
     verdict.speedup_vs_eager = geomean([t.speedup_vs_eager for t in verdict.timings])
     verdict.speedup_vs_compile = geomean([t.speedup_vs_compile for t in verdict.timings])
+    verdict.builds = builds(finish.get("builds")) or verdict.builds
     spilled = finish.get("spilled_registers")
     verdict.spilled_registers = spilled if type(spilled) is int else None
     if verdict.status is Status.PASS:

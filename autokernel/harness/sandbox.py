@@ -30,10 +30,11 @@ import torch
 from autokernel.cache import cache_dir
 from autokernel.harness import containment, judge, prestart, trusted_baselines
 from autokernel.harness.channel import ChannelError, ChannelTimeout
+from autokernel.harness.cuda_check import check_cuda_source
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.untrusted_text import printable, printable_json
-from autokernel.harness.verdict import Check, Status, Verdict
+from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
 from autokernel.judged import sha256_of
 from autokernel.specs import SPECS, Size
 
@@ -43,6 +44,10 @@ EXIT_WAIT_S = 2.0  # after its channel closed, how long a worker gets to exit by
 QUIET = "quiet"  # worker.await_quiet: the file that says no spare is starting any more
 SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 REPO_ROOT = Path(__file__).resolve().parents[2]
+BACKENDS = ("triton", "cuda")
+CUDA_SOURCE = "CUDA_SOURCE"  # the module-level string literal a BACKEND = "cuda" kernel builds
+NO_GPU = ('BACKEND = "cuda" needs an NVIDIA GPU and this machine has none: run it on a GPU '
+          "machine, or use a Triton kernel")  # fmt: skip
 
 
 class KernelFileError(Exception):
@@ -111,15 +116,54 @@ def _static(path: Path, opts: Options) -> tuple[Verdict | None, str]:
     if findings and opts.guards:
         msg = "; ".join(str(f) for f in findings[:10])
         return _early(path, Status.REJECTED, "static", msg, str(kernel_type), findings), ""
-    return None, str(kernel_type)
+    early = _backend(path, source, opts, str(kernel_type))
+    return early, "" if early else str(kernel_type)
+
+
+def _declared_backend(path: Path) -> str:
+    """The file's BACKEND literal, "triton" when it names none (read for the verdict)."""
+    try:
+        value = literal_assignment(path.read_text(), "BACKEND")
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return value if isinstance(value, str) and value in BACKENDS else "triton"
+
+
+def _backend(path: Path, source: str, opts: Options, kernel_type: str) -> Verdict | None:
+    """The BACKEND's own static checks: for "cuda", CUDA_SOURCE is a string literal that passes
+    the C++ guard, and this machine has a GPU to build it for."""
+    backend = literal_assignment(source, "BACKEND")
+    if backend in (None, "triton"):
+        return None
+    if backend not in BACKENDS:
+        msg = f"BACKEND = {backend!r}: use one of {', '.join(map(repr, BACKENDS))}"
+        return _early(path, Status.CRASH, "import", msg, kernel_type)
+    cuda_source = literal_assignment(source, CUDA_SOURCE)
+    if not isinstance(cuda_source, str):
+        msg = (f'BACKEND = "cuda" needs {CUDA_SOURCE} = a string literal at module level '
+               "(the C++ guard reads it before anything runs)")  # fmt: skip
+        return _early(path, Status.REJECTED, "static", msg, kernel_type)
+    findings = check_cuda_source(cuda_source)
+    if findings and opts.guards:
+        shown = [f"{CUDA_SOURCE} {f}" for f in findings]
+        msg = "; ".join(shown[:10])
+        return _early(path, Status.REJECTED, "static", msg, kernel_type, shown)
+    if opts.force_cpu or not torch.cuda.is_available():
+        return _early(path, Status.FAIL, "smoke", NO_GPU, kernel_type)
+    return None
 
 
 def _early(path, status, stage, message, kernel_type="", findings=()) -> Verdict:
-    return Verdict(
+    verdict = Verdict(
         status=status, kernel_type=kernel_type, file=str(path),
         message=f"{status.value} in {stage}: {message.splitlines()[0]}",
         failure=Check(stage, "", "", False, message), guards=[str(f) for f in findings],
     )  # fmt: skip
+    if stage == "smoke":  # a stage of the five failed before it ran: the rest never start
+        verdict.stages = [StageResult(stage, "FAIL")] + [
+            StageResult(s, "SKIPPED") for s in STAGES[1:]
+        ]
+    return verdict
 
 
 def evaluate(
@@ -133,8 +177,9 @@ def evaluate(
     t0 = time.perf_counter()
     digest = sha256_of(path)  # before the candidate runs: what is hashed is what was judged
     early, kernel_type = _static(path, opts)
+    backend = _declared_backend(path)
     if early:
-        early.harness_s, early.sha256 = time.perf_counter() - t0, digest
+        early.harness_s, early.sha256, early.backend = time.perf_counter() - t0, digest, backend
         return early
     req = _request(opts, file=str(path), kernel_type=kernel_type, timing=opts.timing,
                    compile_baseline=opts.compile_baseline)  # fmt: skip
@@ -143,6 +188,7 @@ def evaluate(
     out = _run_worker(req, opts, on_phase, trusted)
     verdict = _verdict(out, opts.timeout_s)
     verdict.sandbox = containment.kind()
+    verdict.backend = backend
     verdict.file, verdict.sha256 = str(path), digest
     verdict.kernel_type = verdict.kernel_type or kernel_type
     verdict.seed = req["seed"]

@@ -10,6 +10,7 @@ modified input, an output that is not exactly a torch.Tensor), else the op's res
 from __future__ import annotations
 
 import importlib.util
+import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,24 @@ def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
 
 def _fault(status: str, message: str) -> dict[str, Any]:
     return {"status": status, "message": message[-3000:]}
+
+
+def _build_fault(exc: BaseException) -> dict[str, Any] | None:
+    """A CUDA build's failure as the judge reports it: the compiler's message, FAIL (or
+    REJECTED for source the C++ guard refused); None for any other exception."""
+    from autokernel.cuda_build import CudaBuildError, CudaSourceRefused
+
+    if isinstance(exc, CudaSourceRefused):
+        return {"status": "REJECTED", "message": f"CUDA source refused: {exc}"[:3000]}
+    if isinstance(exc, CudaBuildError):
+        return {"status": "FAIL", "message": f"CUDA build failed: {exc}"[:3000]}
+    return None
+
+
+def cuda_builds() -> list[dict[str, Any]]:
+    """The CUDA builds this process made (none unless a kernel imported the builder)."""
+    builder = sys.modules.get("autokernel.cuda_build")
+    return builder.builds() if builder is not None else []
 
 
 class Session:
@@ -82,13 +101,17 @@ class Session:
                 if not callable(kernel_fn):
                     raise AttributeError("kernel.py defines no callable kernel_fn")
             except BaseException as exc:  # SyntaxError, ImportError, anything raised at import
+                build = _build_fault(exc)
+                if build:
+                    return {**build, "index": index, "error": build["message"][:1000],
+                            "builds": cuda_builds()}  # fmt: skip
                 tb = "".join(traceback.format_exception(exc)[-8:])
                 what = f"{type(exc).__name__}: {exc}"
                 return {"status": "CRASH", "index": index, "error": what[:1000],
                         "message": f"{what}\n{tb}"[-3000:]}  # fmt: skip
             self.modules.append(module)
             self.kernels.append(kernel_fn)
-        return {"ok": True}
+        return {"ok": True, "builds": cuda_builds()}
 
     def _inputs(self, make: str, size: dict, dtype: torch.dtype, key: tuple) -> tuple:
         """The named inputs; the same key as the last call re-uses its very tensors (the
@@ -123,6 +146,9 @@ class Session:
                 got = kernel_fn(*args)
             self._sync()
         except Exception as exc:  # the candidate's own error: report it, don't die of it
+            build = _build_fault(exc)
+            if build:
+                return build
             tb = traceback.format_exception(exc)[-6:]
             return _fault("CRASH", f"kernel_fn raised {type(exc).__name__}: {exc}\n{''.join(tb)}")
         if monitor.forbidden:

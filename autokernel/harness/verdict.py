@@ -105,6 +105,15 @@ class Verdict:
     spilled_registers: int | None = None  # per thread, worst compiled kernel; None: unknown
     stderr_tail: str = ""
     sandbox: str = ""  # how the worker was contained: "bwrap", or "none"; "" if none ran
+    backend: str = ""  # the kernel's BACKEND as the parent read it: "triton" or "cuda"
+    # BACKEND = "cuda": each module the kernel built, {"cached", "compile_s", "seconds"}
+    # (compile_s None when the cubin came from the cache; seconds include loading it)
+    builds: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def build_s(self) -> float | None:
+        """Seconds the kernel's CUDA builds took in all (None for a Triton kernel)."""
+        return round(sum(b["seconds"] for b in self.builds), 3) if self.builds else None
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -126,7 +126,7 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
 
     from autokernel.harness.channel import send
     from autokernel.harness.compiled import spilled_registers
-    from autokernel.harness.serve import Session
+    from autokernel.harness.serve import Session, cuda_builds
 
     device, spec, _ = _setting(req)
     send(channel, {**prepare(req, progress), "seq": req.get("seq")})
@@ -169,7 +169,8 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
             known = [n for n in spilled if n is not None]
             peak = int(torch.cuda.max_memory_allocated()) if device.type == "cuda" else 0
             reply = {"streams": sorted(set(streams)), "peak_mem_bytes": peak,
-                     "spilled_registers": max(known) if known else None}  # fmt: skip
+                     "spilled_registers": max(known) if known else None,
+                     "builds": cuda_builds()}  # fmt: skip
         else:
             reply = {"error": f"unknown request {op!r}"}
         send(channel, {**reply, "seq": msg.get("seq")})

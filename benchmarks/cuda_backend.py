@@ -1,0 +1,211 @@
+"""The CUDA C++ backend on the GPU, in one call of at most --budget-s seconds: every CUDA
+starter built cold and loaded from the cache, judged by the five-stage harness (sandboxed, as
+the loop judges it), then timed beside the Triton starter, eager PyTorch and the copy ceiling
+(cuBLAS for matmul, at its benchmark sizes and 4095x4097x4096).
+
+    python benchmarks/cuda_backend.py OUT_DIR --commit SHA [--budget-s 110] [--types a,b]
+
+Writes OUT_DIR/h200-cuda-<date>.md and OUT_DIR/h200-cuda-latest.json after every step. Order
+matters: the harness runs each starter in its own process before anything of it runs here, and
+only starters it passed are timed in this process, since a kernel that faults leaves this
+process's CUDA context unusable for every later figure. A failing step is recorded and the run
+goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime as dt
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from cuda_backend_report import CUDA, TRITON, Report, Row, guarded, verdict_summary, write  # noqa: E402
+
+from autokernel import cuda_build  # noqa: E402
+from autokernel.harness.guards import literal_assignment  # noqa: E402
+from autokernel.harness.sandbox import Options, evaluate  # noqa: E402
+from autokernel.harness.stages import to_float64  # noqa: E402
+from autokernel.harness.timing import measure  # noqa: E402
+from autokernel.specs import dtype_name, get_spec  # noqa: E402
+
+TYPES = ("rmsnorm", "layernorm", "softmax", "cross_entropy", "reduce", "rotary_embedding",
+         "matmul")  # fmt: skip
+CUDA_DIR = ROOT / "kernels" / "cuda"
+EXTRA_SIZES = {"matmul": ({"M": 4095, "N": 4097, "K": 4096},)}  # odd shape, timed vs cuBLAS
+DTYPE = torch.bfloat16
+COPY_NUMEL = 2**30  # bf16 elements: the machine's copy ceiling, as h200-latest.json measures it
+HARNESS_TIMEOUT_S = 90.0
+# Seconds a step is expected to take; a step starts only while that much budget is left.
+HARNESS_STEP_S = 15.0
+TIMING_STEP_S = 6.0
+
+
+def _module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cold_builds(report: Report, kinds: list[str]) -> None:
+    """Each starter's source built with an empty cache entry, all at once (nvcc is one process
+    per build and the machine has cores to spare), then loaded again from the cache."""
+
+    def build(kind: str) -> float:
+        text = (CUDA_DIR / f"{kind}.py").read_text()
+        source, config = literal_assignment(text, "CUDA_SOURCE"), literal_assignment(text, "CONFIG")
+        cuda_build.cached_cubin(source, config).unlink(missing_ok=True)
+        t0 = time.perf_counter()
+        cuda_build.load(source, config)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        cuda_build.load(source, config)
+        report.builds[kind] = {
+            "cold_s": round(cold, 3),
+            "cached_s": round(time.perf_counter() - t0, 3),
+        }
+        return cold
+
+    if not kinds:
+        return
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(kinds)) as pool:
+        futures = {kind: pool.submit(build, kind) for kind in kinds}
+    for kind, future in futures.items():
+        guarded(report, f"{kind} build", future.result)
+    report.notes.append(f"cold builds ran {len(kinds)} at a time (one nvcc each)")
+
+
+def judge(report: Report, kind: str) -> None:
+    verdict = evaluate(CUDA_DIR / f"{kind}.py", Options(timeout_s=HARNESS_TIMEOUT_S,
+                                                        compile_baseline=False))  # fmt: skip
+    report.verdicts[kind] = verdict_summary(verdict)
+
+
+def _rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    scale = ref.abs().max().clamp_min(1e-30)
+    return float((out.to(torch.float64) - ref).abs().max() / scale)
+
+
+def _rate(spec, size, us: float) -> tuple[float, str]:
+    if spec.bound == "memory":
+        return spec.bytes_moved(size, DTYPE) / (us * 1e-6) / 1e9, "GBps"
+    return spec.flops(size) / (us * 1e-6) / 1e12, "TFLOPS"
+
+
+def time_size(report: Report, kind: str, size: dict, fns: dict) -> None:
+    """Every variant at one size, on the same inputs, with its error against float64."""
+    spec = get_spec(kind)
+    label = spec.label(size)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    inputs = spec.make_inputs(size, DTYPE, gen, torch.device("cuda"))
+    ref = spec.reference(*to_float64(inputs))
+    for variant, (backend, fn, note) in fns.items():
+
+        def row(variant=variant, backend=backend, fn=fn, note=note, inputs=inputs, ref=ref) -> None:
+            if fn is None:
+                report.rows.append(Row(kind, label, dtype_name(DTYPE), variant, backend, None,
+                                       None, _rate(spec, size, 1.0)[1], note=note))  # fmt: skip
+                return
+            err = _rel_err(fn(*inputs), ref)
+            us = measure(lambda: fn(*inputs), on_gpu=True).median_us
+            rate, key = _rate(spec, size, us)
+            report.rows.append(Row(kind, label, dtype_name(DTYPE), variant, backend, us, rate,
+                                   key, err, note))  # fmt: skip
+
+        guarded(report, f"{kind} {label} {variant}", row)
+    if spec.bound == "memory":
+        n = int(spec.bytes_moved(size, DTYPE) // 2 // DTYPE.itemsize)
+        guarded(report, f"{kind} {label} copy", lambda: report.rows.append(_copy(kind, label, n)))
+
+
+def _copy(op: str, shape: str, numel: int) -> Row:
+    """A device copy moving the same bytes (read + write): the memory-bound ceiling."""
+    src = torch.empty(numel, dtype=DTYPE, device="cuda")
+    dst = torch.empty_like(src)
+    us = measure(lambda: dst.copy_(src), on_gpu=True).median_us
+    return Row(op, shape, dtype_name(DTYPE), "copy ceiling", "torch", us,
+               2 * numel * DTYPE.itemsize / (us * 1e-6) / 1e9, "GBps",
+               note="device copy (read + write) of the same bytes")  # fmt: skip
+
+
+def time_kind(report: Report, kind: str, deadline: float) -> None:
+    spec = get_spec(kind)
+    passed = report.verdicts.get(kind, {}).get("status") == "PASS"
+    cuda_fn, cuda_note = None, "not timed: the harness did not pass it"
+    if passed:
+        cuda_fn, cuda_note = _module(CUDA_DIR / f"{kind}.py", f"cuda_{kind}").kernel_fn, ""
+    triton_fn = _module(ROOT / "kernels" / f"{kind}.py", f"triton_{kind}").kernel_fn
+    eager_note = "cuBLAS torch.matmul" if kind == "matmul" else "the spec's eager PyTorch"
+    fns = {CUDA: ("cuda", cuda_fn, cuda_note), TRITON: ("triton", triton_fn, ""),
+           "eager": ("torch", spec.eager, eager_note)}  # fmt: skip
+    for size in (*spec.gpu.bench, *EXTRA_SIZES.get(kind, ())):
+        if time.monotonic() + TIMING_STEP_S > deadline:
+            report.notes.append(f"{kind} {spec.label(size)}: not timed, out of budget")
+            continue
+        time_size(report, kind, size, fns)
+        torch.cuda.empty_cache()  # the size's inputs and float64 reference are gone by now
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--commit", default="unknown", help="the commit measured (no git on the GPU)")
+    ap.add_argument("--budget-s", type=float, default=110.0)
+    ap.add_argument("--types", default=",".join(TYPES))
+    args = ap.parse_args()
+    start = time.monotonic()
+    deadline = start + args.budget_s
+    kinds = [k for k in args.types.split(",") if k]
+    if not torch.cuda.is_available():
+        print("error: no GPU: this script measures the CUDA backend on one", file=sys.stderr)
+        return 2
+    nvcc = guarded_version()
+    report = Report(gpu=torch.cuda.get_device_name(), torch=torch.__version__,
+                    triton=triton.__version__, nvcc=nvcc, commit=args.commit,
+                    date=dt.date.today().isoformat(), command=" ".join(sys.argv))  # fmt: skip
+    optin = getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", None)
+    report.notes.append(f"shared memory per block, opt-in: {optin} B (program.md says 227 KB)")
+    memory_ops = {k for k in kinds if get_spec(k).bound == "memory"}
+    flush = lambda: write(report, args.out_dir, memory_ops)
+    guarded(
+        report,
+        "copy ceiling",
+        lambda: report.rows.append(_copy("copy", str(COPY_NUMEL), COPY_NUMEL)),
+    )
+    cold_builds(report, kinds)
+    flush()
+    for kind in kinds:
+        if time.monotonic() + HARNESS_STEP_S > deadline:
+            report.notes.append(f"{kind}: harness not run, out of budget")
+            continue
+        guarded(report, f"{kind} harness", lambda kind=kind: judge(report, kind))
+        flush()
+    for kind in kinds:
+        guarded(report, f"{kind} timing", lambda kind=kind: time_kind(report, kind, deadline))
+        flush()
+    report.notes.append(
+        f"wall time {time.monotonic() - start:.0f} s of a {args.budget_s:g} s budget"
+    )
+    md, js = flush()
+    print(f"wrote {md} and {js}: {len(report.rows)} rows, {len(report.errors)} failed steps")
+    return 0
+
+
+def guarded_version() -> str:
+    try:
+        return cuda_build.nvcc_version(cuda_build.find_nvcc())
+    except cuda_build.CudaBuildError as exc:
+        return f"none ({exc})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""CUDA C++ starters (BACKEND = "cuda"): one per kernel type, the same kernel_fn contract."""
