@@ -115,7 +115,8 @@ def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
         for s in sizes
     }
     reply["peaks"] = _peaks(device, dtype)
-    progress("compiling the starter")
+    if on_gpu:  # the interpreter compiles nothing (warm_starter.py)
+        progress("compiling the starter")
     reply["warm"] = warm_starter.warm(spec, device, dtype, int(req["seed"]), extra, quick)
     return reply
 
