@@ -11,6 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from autokernel import syntax
 from autokernel.harness.untrusted_text import printable
 
 HYPOTHESIS_MAX_CHARS = 300  # an explicit HYPOTHESIS line: one results.tsv cell
@@ -232,7 +233,7 @@ def _validate(source: str, current: str, backends: tuple[str, ...] | None = None
             "concrete change.\n" + FORMAT_HELP
         )
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError as e:
         lines = source.split("\n")
         where = f"line {e.lineno}" if e.lineno else "somewhere"
@@ -274,7 +275,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 def _literal(source: str, name: str) -> object | None:
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return None
     for node in tree.body:
