@@ -112,14 +112,16 @@ def test_run_with_cuda_on_a_machine_without_a_gpu_is_one_line_exit_2(tmp_path):
         app, ["run", "--kernel", "rmsnorm", "--backend", "cuda", "--workspace", str(tmp_path)]
     )
     assert result.exit_code == 2
-    assert "needs an NVIDIA GPU" in result.output and "Traceback" not in result.output
+    said = " ".join(result.output.split())  # the terminal may wrap a long path
+    assert "needs an NVIDIA GPU" in said and "Traceback" not in said
 
 
 @NO_GPU_HERE
 def test_bench_of_a_cuda_starter_without_a_gpu_is_one_line_exit_2():
     result = CliRunner().invoke(app, ["bench", "--kernel", "rmsnorm", "--backend", "cuda"])
     assert result.exit_code == 2
-    assert "needs an NVIDIA GPU" in result.output and "Traceback" not in result.output
+    said = " ".join(result.output.split())  # the terminal may wrap a long path
+    assert "needs an NVIDIA GPU" in said and "Traceback" not in said
 
 
 def test_the_switch_agent_replies_with_the_other_starter_and_the_reply_parses(tmp_path):

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from autokernel.agents.base import Context
 from autokernel.agents.prompt import build_request
 from autokernel.agents.tuner import Tuner, read_config
-from autokernel.briefing import starter_source
+from autokernel.backends import starter_path
 from autokernel.cli import app
 from autokernel.eval_job import EVALUATE, Job, run_job
 from autokernel.parallel_keep import Calibration, judge_slots, rival_reason
@@ -48,7 +48,7 @@ def _ctx(source: str, in_flight: list[dict]) -> Context:
 
 
 def test_the_tuner_skips_configs_in_flight_without_counting_them_as_losses():
-    source = starter_source("softmax")
+    source = starter_path("softmax", "triton").read_text()
     first = Tuner().propose(_ctx(source, []))
     busy = [{"experiment": 1, "hypothesis": first.hypothesis,
              "config": read_config(first.source)[0]}]  # fmt: skip
