@@ -7,19 +7,16 @@ how much of it fits.
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
-import reference
+from autokernel import reference
 from autokernel.agents.base import Context
+from autokernel.orchestrate import State, TargetState
+from autokernel.shipped import PROGRAM, starter_path
 from autokernel.specs import get_spec, parse_dtype
-from orchestrate import State, TargetState
-
-PROGRAM = Path(__file__).resolve().parents[1] / "program.md"
-STARTERS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 def starter_source(kernel_type: str) -> str:
-    return (STARTERS / f"{kernel_type}.py").read_text()
+    return starter_path(kernel_type).read_text()
 
 
 def spec_text(ts: TargetState, on_gpu: bool) -> str:

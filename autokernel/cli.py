@@ -13,6 +13,7 @@ from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Optio
 from autokernel.harness.verdict import Status
 from autokernel.render import output_console
 from autokernel.secrets import redact
+from autokernel.shipped import starter_path
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
 app = typer.Typer(
@@ -24,8 +25,6 @@ app = typer.Typer(
 )
 console = output_console()
 err = output_console(stderr=True)
-
-STARTERS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 @app.callback()
@@ -76,7 +75,7 @@ def bench(
             raise fail(f"unknown kernel type {kernel!r}; choose one of: {', '.join(SPECS)}")
         if file is not None:
             raise fail("give a FILE or --kernel, not both")
-        file = STARTERS / f"{kernel}.py"
+        file = starter_path(kernel)
     if dtype is not None:
         try:
             dtype = dtype_name(parse_dtype(dtype))
@@ -249,7 +248,7 @@ def status(
     ] = Path("."),
 ) -> None:
     """Where the workspace's run stands: per target, experiments, best speed, why it moved on."""
-    import orchestrate
+    from autokernel import orchestrate
 
     problem = option_checks.status_error(workspace)
     if problem:

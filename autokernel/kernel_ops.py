@@ -41,7 +41,7 @@ if not torch.cuda.is_available():
     # set it here, before anything imports triton, so kernels run on CPU tensors.
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-import reference
+from autokernel import reference
 from autokernel.specs import DTYPES, SPECS
 
 NAMESPACE = "autokernel"

@@ -12,8 +12,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from autokernel.orchestrate import State
 from autokernel.secrets import redact
-from orchestrate import State
 
 LOG_FILE = Path(".autokernel") / "run.log"
 STYLE = {"keep": "green", "revert": "yellow", "fail": "red", "crash": "red", "timeout": "red",

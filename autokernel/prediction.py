@@ -29,7 +29,7 @@ KERNELS = "kernel speedups (Amdahl)"
 def _parts(workspace: Path, used: set[str]) -> list[tuple[str, float, float]]:
     """(target, share of the eager forward, speedup where the model spends it) per target in
     `used` with a measured speedup; shares over 1 (overlapping plan entries) scaled down."""
-    import orchestrate
+    from autokernel import orchestrate
 
     try:
         state = orchestrate.load(workspace)

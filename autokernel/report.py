@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 from rich.text import Text
 
+from autokernel import DISTRIBUTION
 from autokernel.mode import MODES
 from autokernel.render import output_console
 from autokernel.results import ResultsLog
@@ -27,7 +28,7 @@ PNG_FILE = "progress.png"
 BASELINE_AGENTS = ("starter", "best")  # rows that measure a known kernel, not a proposal
 FAILED = ("fail", "crash", "timeout", "rejected")
 TOP_KEPT = 5  # kept experiments listed by gain
-MATPLOTLIB_HINT = "pip install matplotlib (or pip install 'autokernel[report]')"
+MATPLOTLIB_HINT = f"pip install matplotlib (or pip install '{DISTRIBUTION}[report]')"
 
 
 class ReportError(Exception):
@@ -217,7 +218,7 @@ def _top_kept(
 def build(workspace: Path, mode: str | None = None) -> Report:
     """The report of the run in `workspace` against `mode` (default: the run's own, else
     eager); ReportError when there is nothing to report."""
-    import orchestrate
+    from autokernel import orchestrate
 
     root = Path(workspace).expanduser()
     if not root.is_dir():

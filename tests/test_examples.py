@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
+from autokernel import reference
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 

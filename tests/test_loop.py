@@ -20,9 +20,9 @@ from loop_helpers import (
 )
 
 from autokernel.agents.tuner import read_config
+from autokernel.orchestrate import load
 from autokernel.results import COLUMNS, ResultsLog
 from autokernel.targets import Target
-from orchestrate import load
 
 
 def git(root: Path, *args: str) -> str:

@@ -18,10 +18,10 @@ from autokernel.agents.base import InvalidReply
 from autokernel.harness.verdict import Status
 from autokernel.live import RunView
 from autokernel.loop import RunError
+from autokernel.orchestrate import STATE_FILE, load
 from autokernel.results import ResultsLog
 from autokernel.run_lock import LockError, RunLock
 from autokernel.session import RunRequest, SessionError, execute, prepare
-from orchestrate import STATE_FILE, load
 
 SPIN_LIMIT = 200  # replies: far past any stop the loop should have made, so a bug fails, not hangs
 

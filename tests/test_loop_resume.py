@@ -12,8 +12,8 @@ import pytest
 from loop_helpers import FakeHarness, make_loop, reopen
 
 from autokernel.loop import RunError
+from autokernel.orchestrate import Rules, load
 from autokernel.results import ResultsLog
-from orchestrate import Rules, load
 
 
 class Killed(BaseException):

@@ -12,9 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import orchestrate
+from autokernel import orchestrate, report_view
 from autokernel import report as rep
-from autokernel import report_view
 from autokernel.results import HEADER, ResultsLog
 from autokernel.targets import Target
 
@@ -232,7 +231,7 @@ def test_missing_matplotlib_still_reports_and_hints(synthetic, monkeypatch):
     md = synthetic / "r.md"
     result = CliRunner().invoke(_app(), ["-w", str(synthetic), "--markdown", str(md)])
     assert result.exit_code == 0, result.output
-    assert "pip install 'autokernel[report]'" in result.output
+    assert "pip install 'torch-autokernel[report]'" in result.output
     assert "matmul" in result.output and "1.404x" in result.output
     assert "[bold]num_warps" in result.output  # hypotheses are shown as written, not as markup
     assert not (synthetic / "progress.png").exists()

@@ -10,7 +10,7 @@ from rich.console import Console
 from test_report import SYNTHETIC, _write_rows
 from typer.testing import CliRunner
 
-import orchestrate
+from autokernel import orchestrate
 from autokernel import report as rep
 from autokernel.report_view import night_lines, to_markdown, view
 from autokernel.targets import Target

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from autokernel.orchestrate import Score, load, new_state, next_target, save, status_lines
 from autokernel.targets import TargetError, from_plan, parse_shape, single
-from orchestrate import Score, load, new_state, next_target, save, status_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 

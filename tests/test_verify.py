@@ -17,9 +17,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from typer.testing import CliRunner
 
-import orchestrate
-import reference
-from autokernel import api, kernel_ops
+from autokernel import api, kernel_ops, orchestrate, reference
 from autokernel.kernel_ops import load_kernel
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl

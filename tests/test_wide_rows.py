@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
+from autokernel import reference
 from autokernel.agents.tuner import read_config, write_config
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status
