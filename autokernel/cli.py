@@ -8,10 +8,10 @@ from typing import Annotated
 
 import typer
 
-from autokernel import option_checks
+from autokernel import DISTRIBUTION, __version__, option_checks
 from autokernel.harness.sandbox import DEFAULT_TIMEOUT_S, KernelFileError, Options, evaluate
 from autokernel.harness.verdict import Status
-from autokernel.render import output_console
+from autokernel.render import error_text, output_console
 from autokernel.secrets import redact
 from autokernel.shipped import starter_path
 from autokernel.specs import SPECS, dtype_name, parse_dtype
@@ -19,21 +19,35 @@ from autokernel.specs import SPECS, dtype_name, parse_dtype
 app = typer.Typer(
     help="Make a PyTorch model's GPU kernels faster overnight: profile, optimize, verify.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, pwsh
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",  # reflows docstring paragraphs instead of keeping line breaks
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 console = output_console()
 err = output_console(stderr=True)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        console.print(f"autokernel {__version__} ({DISTRIBUTION})", highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """autokernel: profile a model, optimize its kernels overnight, verify the result."""
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {redact(message)}")
+    err.print(error_text(redact(message)), soft_wrap=True)
     return typer.Exit(code)
 
 

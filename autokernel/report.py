@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.text import Text
 
 from autokernel import DISTRIBUTION
 from autokernel.mode import MODES
-from autokernel.render import output_console
+from autokernel.render import error_text, output_console
 from autokernel.results import ResultsLog
 from autokernel.stats import amdahl as amdahl  # the report's estimate
 
@@ -382,6 +381,6 @@ def report_command(
         if markdown is not None:
             _write(markdown, to_markdown(report, written))
     except ReportError as exc:
-        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+        err.print(error_text(str(exc)), soft_wrap=True)
         raise typer.Exit(2) from None
     console.print(view(report, written), highlight=False)

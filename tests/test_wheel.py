@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from scripted_llm_server import ScriptedLLMServer, reply
 
-from autokernel import DISTRIBUTION
+from autokernel import DISTRIBUTION, __version__
 from autokernel.results import ResultsLog
 
 pytestmark = pytest.mark.slow
@@ -107,6 +107,7 @@ def test_the_wheel_imports_its_own_files(installed, project):
 
 def test_readme_commands_from_the_wheel(installed, project):
     ak = lambda *a, **kw: _run(installed, project, "autokernel", *a, **kw)
+    assert ak("--version").stdout.startswith(f"autokernel {__version__} ")
     assert ak("gpu").returncode == 0
     bench = ak("bench", "--kernel", "softmax", "--quick")
     assert bench.returncode == 0 and "PASS" in bench.stdout, bench.stdout + bench.stderr
@@ -115,7 +116,9 @@ def test_readme_commands_from_the_wheel(installed, project):
     run = ak("run", "--max-experiments", "2", "--quick", "--quiet")
     assert run.returncode == 0, run.stdout + run.stderr
     assert [r["agent"] for r in ResultsLog(project / "results.tsv").read()] == ["starter", "tuner"]
-    assert ak("status").returncode == 0
+    # python -m puts the current folder, with the user's reference.py, first on sys.path
+    status = _run(installed, project, "python", "-m", "autokernel", "status")
+    assert status.returncode == 0 and "softmax" in status.stdout, status.stdout + status.stderr
     report = ak("report")
     assert report.returncode == 0 and (project / "progress.png").is_file(), report.stderr
     verify = ak("verify", "model.py")
