@@ -280,7 +280,7 @@ def status(
 # Commands whose options live with their implementation; registered here so `autokernel --help`
 # lists them in the order a user meets them.
 from autokernel.profile_view import profile_command  # noqa: E402
-from autokernel.report import report_command  # noqa: E402
+from autokernel.report_cli import report_command  # noqa: E402
 from autokernel.verify_cli import verify_command  # noqa: E402
 
 app.command("profile")(profile_command)

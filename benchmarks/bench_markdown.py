@@ -19,8 +19,8 @@ from bench_cases import COMPILE, COPY, EAGER, EAGER_NOTES, LIGER, ON_GPU, OPS, O
 from bench_goals import baseline, best_baseline, goal_lines, num_text, universe, us_text
 from bench_variants import liger_available
 
-from autokernel.harness.timing import REP_MS, WARMUP_MS, clock_name
 from autokernel.specs import SPECS
+from autokernel.timing import REP_MS, WARMUP_MS, clock_name
 
 VARIANT_ORDER = {EAGER: 1, COMPILE: 2, LIGER: 3, COPY: 4}
 

@@ -10,7 +10,6 @@ a GPU busy spell (a bf16 matmul loop), twice more. Prints one JSON object.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import time
@@ -21,9 +20,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from autokernel.harness.timing import measure  # noqa: E402
+from autokernel.kernel_file import import_file  # noqa: E402
 from autokernel.specs import SPECS  # noqa: E402
 from autokernel.stats import geomean  # noqa: E402
+from autokernel.timing import measure  # noqa: E402
 
 
 def burn(seconds: float) -> int:
@@ -45,9 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     spec = SPECS[args.type]
     path = ROOT / "kernels" / f"{args.type}.py"
-    mod_spec = importlib.util.spec_from_file_location("cold_kernel", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
+    module = import_file(path, "cold_kernel")
     gen = torch.Generator(device="cuda").manual_seed(0)
     cases = []
     for size in spec.sizes(True).bench:

@@ -33,8 +33,8 @@ from bench_cases import ON_GPU, ROOT
 from bench_variants import SEED, free_memory, load_module, reference, rel_err
 
 from autokernel.harness.compiled import device_limits, forget, kernel_facts
-from autokernel.harness.timing import measure
 from autokernel.specs import SPECS, dtype_name, parse_dtype
+from autokernel.timing import measure
 
 
 def _combos(grid: dict[str, list]) -> list[dict]:

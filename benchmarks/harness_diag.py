@@ -106,7 +106,7 @@ def narrow() -> None:
     from autokernel.harness import worker
     from autokernel.harness.benchmark import Peaks, time_candidate
     from autokernel.harness.stages import run_stages
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     for kind in NARROW_TYPES:
         mod = _kernel(kind)

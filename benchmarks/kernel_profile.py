@@ -97,7 +97,7 @@ def _variant_fn(op: str, variant: str, args: tuple) -> Any:
 
 def run_target(op: str, size: dict[str, int], dtype: torch.dtype, variant: str) -> None:
     """The process ncu watches: warm up (compiles, autotunes), then one call in the range."""
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     device = torch.device("cuda" if ON_GPU else "cpu")
     gen = torch.Generator(device=device).manual_seed(0)
@@ -125,7 +125,7 @@ def _graph_time(fn: Any, args: tuple) -> dict[str, Any]:
     """GPU time of one call with no host in it: the call captured in a CUDA graph, replayed by
     do_bench (L2 flushed before each replay). Beside the benchmark's figure, the difference is
     what the host's launch path costs a kernel shorter than it."""
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     try:
         side = torch.cuda.Stream()
