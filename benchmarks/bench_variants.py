@@ -21,7 +21,12 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from bench_cases import (
+
+from autokernel.harness.compiled import device_limits, forget, kernel_facts
+from autokernel.kernel_file import import_file
+from autokernel.specs import KernelSpec, dtype_name
+from autokernel.timing import host_per_call_us, measure
+from benchmarks.bench_cases import (
     COMPILE,
     COPY,
     EAGER,
@@ -36,11 +41,6 @@ from bench_cases import (
     case_row,
     deadline,
 )
-
-from autokernel.harness.compiled import device_limits, forget, kernel_facts
-from autokernel.kernel_file import import_file
-from autokernel.specs import KernelSpec, dtype_name
-from autokernel.timing import host_per_call_us, measure
 
 SEED = 0
 COPY_NUMEL_GPU = 2**30  # bf16 elements: 4.3 GB moved, the anchor's copy ceiling (4249 GB/s)
