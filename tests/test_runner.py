@@ -44,3 +44,11 @@ def test_gpu_names_become_file_names():
 def test_table_lists_every_key_once():
     text = runner.table([{"a": 1, "b": None}, {"a": 2, "c": "z"}])
     assert text.splitlines() == ["| a | b | c |", "|---|---|---|", "| 1 | - | - |", "| 2 | - | z |"]
+
+
+def test_converted_history_is_not_shown_as_latest(tmp_path):
+    line = {"question": "q", "date": "2026-12-03T00:00:00Z", "gpu": "NVIDIA H200", "torch": "t",
+            "triton": "t", "python": None, "commit": "c", "command": "x", "rows": [],
+            "markdown": "from an old file", "converted_from": "old.md"}  # fmt: skip
+    (tmp_path / "h200.jsonl").write_text(json.dumps(line) + "\n")
+    assert "from an old file" not in runner.write_latest(tmp_path).read_text()
