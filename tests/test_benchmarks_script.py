@@ -159,6 +159,7 @@ def kernel_fn(x, weight, bias, eps=1e-5):
 """
 
 
+@pytest.mark.slow
 def test_wrong_and_broken_kernels_are_reported_not_dropped(tmp_path):
     kernels = tmp_path / "kernels"
     kernels.mkdir()
@@ -192,6 +193,7 @@ def test_wrong_and_broken_kernels_are_reported_not_dropped(tmp_path):
     assert re.search(r"no figure: rmsnorm 64x1024 float32: autokernel: WRONG", md)
 
 
+@pytest.mark.slow
 def test_budget_cut_still_writes_both_files_and_says_what_was_skipped(tmp_path):
     data, md, _ = run_script(tmp_path, "--types", "softmax,matmul", "--budget-s", "0")
     rows = check_schema(data)
@@ -207,6 +209,7 @@ def test_budget_cut_still_writes_both_files_and_says_what_was_skipped(tmp_path):
     assert "## cpu: kernels_vs_baselines" in (tmp_path / "results/latest.md").read_text()
 
 
+@pytest.mark.slow
 def test_unknown_type_is_refused(tmp_path):
     cmd = [*SCRIPT, "--smoke", "--out", str(tmp_path / "r.md")]
     proc = subprocess.run(
@@ -221,6 +224,7 @@ def test_unknown_type_is_refused(tmp_path):
     assert not (tmp_path / "r.md").exists()
 
 
+@pytest.mark.slow
 def test_harness_diag_probes_run_on_the_interpreter_and_refuse_unknown_ones():
     # The H200 figures in benchmarks/results/h200-diag-* come from this script: it must run.
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 import autokernel
@@ -21,6 +22,7 @@ def test_help_lists_commands():
     assert result.exit_code == 0 and "bench" in result.output
 
 
+@pytest.mark.slow
 def test_bench_starter_passes_and_writes_verdict_json(tmp_path):
     out = tmp_path / "verdict.json"
     result = runner.invoke(app, ["bench", "--kernel", "reduce", "--quick", "--json", str(out)])
@@ -31,6 +33,7 @@ def test_bench_starter_passes_and_writes_verdict_json(tmp_path):
     assert data["stages"][0]["name"] == "smoke"
 
 
+@pytest.mark.slow
 def test_bench_failing_kernel_exits_1_and_says_where(tmp_path):
     path = tmp_path / "kernel.py"
     path.write_text(
@@ -59,6 +62,7 @@ def test_bad_dtype_is_rejected():
     assert result.exit_code == 2 and "float16" in result.output
 
 
+@pytest.mark.slow
 def test_version_short_help_and_python_dash_m():
     version = runner.invoke(app, ["--version"])
     assert version.exit_code == 0 and version.output.strip() == (

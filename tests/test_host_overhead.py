@@ -23,6 +23,7 @@ def _load(name: str):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ROW_KERNELS)
 def test_host_helpers_give_the_launch_what_triton_would(name):
     module = _load(name)

@@ -27,6 +27,7 @@ def test_an_honest_kernel_stays_under_the_wall_limit_and_the_table_prints():
     assert "| reduce | PASS | 64x1024 |" in proc.stdout
 
 
+@pytest.mark.slow
 def test_an_unknown_type_is_a_one_line_error():
     proc = subprocess.run([*SCRIPT, "--types", "convolution"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)  # fmt: skip

@@ -110,6 +110,7 @@ def test_command_profiles_only_the_marked_range_at_native_clocks():
     assert cmd[-2:] == ["python", "t.py"]
 
 
+@pytest.mark.slow
 def test_cpu_mode_runs_every_target_bare_and_writes_both_files(tmp_path):
     out, js = tmp_path / "p.md", tmp_path / "p.json"
     cmd = [sys.executable, "-m", "benchmarks.kernel_profile", "--smoke"]
@@ -149,6 +150,7 @@ def test_narrow_plan_sets_ours_beside_eager_at_both_narrow_sizes():
     ]
 
 
+@pytest.mark.slow
 def test_unknown_type_is_refused():
     cmd = [sys.executable, "-m", "benchmarks.kernel_profile", "--types", "nope"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -202,6 +202,7 @@ def test_resume_of_a_deleted_branch_is_a_clear_error(tmp_path):
 # ---- state against results.tsv and refs --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hand_edited_counter_is_repaired_not_repeated(tmp_path):
     harness = FakeHarness()
     loop, _ = make_loop(tmp_path, harness, max_experiments=5)

@@ -71,6 +71,7 @@ POINTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where,method,when", POINTS, ids=[f"{m}-{w}" for _, m, w in POINTS])
 def test_killed_anywhere_resumes_without_losing_or_repeating(tmp_path, where, method, when):
     rules = Rules(max_reverts=2)  # the tuner's first two moves are slower: a target finishes

@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import autokernel
 from autokernel import shipped
 
@@ -71,6 +73,7 @@ def _hostile_dir(where: Path) -> Path:
     return where
 
 
+@pytest.mark.slow
 def test_every_module_imports_with_a_users_reference_and_kernels_first_on_the_path(tmp_path):
     user = _hostile_dir(tmp_path / "project")
     code = textwrap.dedent(

@@ -266,6 +266,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["synthetic", "h200"])
 def test_png_written(fixture, request, tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib not installed: pip install matplotlib")

@@ -171,6 +171,7 @@ def test_state_json_keeps_the_last_failure_without_the_key(tmp_path):
     assert_clean((tmp_path / "state.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_verdict_a_candidate_raises_a_key_in_comes_back_without_it(tmp_path):
     from autokernel.harness.sandbox import Options, evaluate
 

@@ -142,6 +142,7 @@ def broken_rmsnorm() -> str:
 # --- the whole model ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nine_starters_match_eager_and_every_replacement_runs(tmp_path):
     kernels, _, notes = collect_kernels(workspace_with(tmp_path, starters()))
     assert sorted(k.kernel_type for k in kernels) == sorted(SPECS) and not notes
