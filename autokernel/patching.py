@@ -208,7 +208,14 @@ class Patch:
                     setattr(owner, name, original)
 
     def seen(self, kind: str) -> Router:
-        self.sites[kind] += 1
+        """The router of a call a wrapper saw, counted as a site outside torch.compile only.
+
+        Why: Dynamo guards on a counter it reads, so counting inside a traced forward made
+        every call fail its guard and recompile (the compile+patched forward measured
+        hundreds of times slower than compile). Under compile the op itself still counts the
+        calls its kernel ran (Router.__call__ runs at run time)."""
+        if not torch.compiler.is_compiling():
+            self.sites[kind] += 1
         return self.routers[kind]
 
 

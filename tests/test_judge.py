@@ -12,7 +12,7 @@ import torch
 
 from autokernel.harness import benchmark
 from autokernel.harness.benchmark import cross_check, wall_limit_us
-from autokernel.harness.channel import ChannelError, decode_tensor, encode_tensor
+from autokernel.harness.channel import ChannelError, decode_tensor, encode_tensor, output_bound
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.stages import MAIN, Evaluation, StageFailure
 from autokernel.harness.verdict import Status
@@ -26,7 +26,7 @@ def test_an_output_travels_as_a_plain_tensor(tmp_path):
     for t in (torch.randn(3, 5).to(torch.bfloat16), torch.arange(6).reshape(2, 3),
               torch.tensor(2.5), torch.empty(0, 4)):  # fmt: skip
         header = encode_tensor(t, tmp_path, "out.bin")
-        got = decode_tensor(header, tmp_path, CPU)
+        got = decode_tensor(header, tmp_path, CPU, 1 << 20)
         assert type(got) is torch.Tensor and got.dtype == t.dtype and got.shape == t.shape
         assert torch.equal(got, t)
         assert not (tmp_path / "out.bin").exists()  # read once, then gone
@@ -62,14 +62,28 @@ def test_a_subclass_is_refused_before_any_of_its_methods_runs(tmp_path):
 def test_a_header_that_does_not_match_its_bytes_is_refused(tmp_path, change, match):
     header = encode_tensor(torch.zeros(4), tmp_path, "out.bin")
     with pytest.raises(ChannelError, match=match):
-        decode_tensor({**header, **change}, tmp_path, CPU)
+        decode_tensor({**header, **change}, tmp_path, CPU, 1 << 20)
+
+
+def test_a_sparse_output_far_past_the_expected_size_is_not_read(tmp_path):
+    # 1 TiB claimed and backed by a sparse file of exactly that length: refused by its header,
+    # before a byte is mapped, and the file is removed
+    n = 1 << 38
+    with (tmp_path / "out.bin").open("wb") as f:
+        f.truncate(n * 4)
+    header = {"file": "out.bin", "dtype": "float32", "shape": [n], "nbytes": n * 4}
+    bound = output_bound((1024,), torch.float32)
+    with pytest.raises(ChannelError, match="at most"):
+        decode_tensor(header, tmp_path, CPU, bound)
+    assert not (tmp_path / "out.bin").exists()
+    assert 4096 < bound < 8 << 20
 
 
 def test_a_file_of_the_wrong_length_is_refused(tmp_path):
     header = encode_tensor(torch.zeros(4), tmp_path, "out.bin")
     (tmp_path / "out.bin").write_bytes(b"\0" * 12)
     with pytest.raises(ChannelError, match="12 bytes"):
-        decode_tensor(header, tmp_path, CPU)
+        decode_tensor(header, tmp_path, CPU, 1 << 20)
 
 
 class FakeProcess:

@@ -166,3 +166,11 @@ def test_fallback_hypothesis_is_truncated_and_skips_edit_blocks():
     reply = edit("a", "b") + "\n" + "word " * 100
     hypothesis = extract_hypothesis(reply)
     assert len(hypothesis) <= 120 and hypothesis.startswith("word word")
+
+
+def test_a_hypothesis_carries_no_control_sequence_to_the_terminal():
+    from autokernel.agents.replies import extract_hypothesis
+
+    got = extract_hypothesis("HYPOTHESIS: wider tiles\x1b[2J\x1b]52;c;aGk=\x07 \u202edone")
+    assert got.startswith("wider tiles") and "done" in got
+    assert not any(c in got for c in ("\x1b", "\x07", "\u202e"))

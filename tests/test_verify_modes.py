@@ -120,3 +120,28 @@ def test_on_a_gpu_the_selection_runs_and_cuda_graphs_are_timed(tmp_path):
     assert {"eager", "patched", "cuda-graphs"} <= set(result.modes)
     assert result.modes["patched"]["kernels"] == result.kept["eager"]
     assert result.best_mode in result.modes
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("gcc") is None and shutil.which("cc") is None,
+                    reason="torch.compile on the CPU needs a C compiler")  # fmt: skip
+def test_the_compiled_patched_forward_compiles_once(tmp_path):
+    # A counter read inside the traced wrappers made Dynamo guard on its value: every call
+    # recompiled, and compile+patched read hundreds of times slower than compile.
+    from torch._dynamo.utils import counters
+
+    from autokernel.verify_modes import recompile_limit
+
+    kernels, _, _ = collect_kernels(workspace_with(tmp_path, starters("softmax", "reduce")))
+    torch._dynamo.reset()
+    with recompile_limit():
+        v = Variant(Tiny(layers=1).eval(), tiny_inputs(), kernels, compiled=True)
+        try:
+            v()
+            graphs = counters["stats"]["unique_graphs"]
+            for _ in range(3):
+                v()
+            assert counters["stats"]["unique_graphs"] == graphs
+            assert v.patch is not None and v.patch.counts()["softmax"]["kernel"] >= 4
+        finally:
+            v.close()

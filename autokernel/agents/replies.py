@@ -11,6 +11,9 @@ import ast
 import re
 from dataclasses import dataclass
 
+from autokernel import syntax
+from autokernel.harness.untrusted_text import printable
+
 HYPOTHESIS_MAX_CHARS = 300  # an explicit HYPOTHESIS line: one results.tsv cell
 FALLBACK_HYPOTHESIS_CHARS = 120  # the first prose line, when the LLM gave no HYPOTHESIS line
 NO_HYPOTHESIS = "no hypothesis given"
@@ -228,7 +231,7 @@ def _validate(source: str, current: str) -> None:
             "concrete change.\n" + FORMAT_HELP
         )
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError as e:
         lines = source.split("\n")
         where = f"line {e.lineno}" if e.lineno else "somewhere"
@@ -266,7 +269,7 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 def _kernel_type(source: str) -> object | None:
     try:
-        tree = ast.parse(source)
+        tree = syntax.parse(source)
     except SyntaxError:
         return None
     for node in tree.body:
@@ -285,4 +288,6 @@ def _normalized(source: str) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One line of printable text: a hypothesis lands in the terminal, git log and results.tsv,
+    so an escape sequence in the reply must not come along (untrusted_text.py)."""
+    return " ".join(printable(text).split())

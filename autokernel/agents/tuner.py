@@ -19,6 +19,7 @@ import json
 import re
 from collections.abc import Iterator
 
+from autokernel import syntax
 from autokernel.agents.base import AgentError, Context, Proposal
 
 
@@ -130,7 +131,7 @@ def _assignment(tree: ast.Module, name: str) -> ast.Assign | None:
 def read_config(source: str) -> tuple[dict, dict]:
     """CONFIG and SEARCH_SPACE as literals ({} where absent); a non-literal is an AgentError
     because the tuner could not edit it safely."""
-    tree = ast.parse(source)
+    tree = syntax.parse(source)
     out = []
     for name in ("CONFIG", "SEARCH_SPACE"):
         node = _assignment(tree, name)
@@ -155,7 +156,7 @@ def read_config(source: str) -> tuple[dict, dict]:
 
 def write_config(source: str, config: dict) -> str:
     """`source` with its CONFIG literal replaced, everything else byte for byte unchanged."""
-    node = _assignment(ast.parse(source), "CONFIG")
+    node = _assignment(syntax.parse(source), "CONFIG")
     if node is None:
         raise AgentError("kernel.py has no CONFIG dict for the tuner to edit")
     lines = source.splitlines(keepends=True)

@@ -29,6 +29,7 @@ import torch
 
 MAX_LINE_BYTES = 4 << 20  # a reply longer than this is not one of ours
 MAX_DIMS = 8
+OUTPUT_SLACK = 4  # an output may take this many times its expected bytes before it is refused
 TENSOR_DTYPES: dict[str, torch.dtype] = {
     str(d).removeprefix("torch."): d
     for d in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32,
@@ -60,9 +61,20 @@ def encode_tensor(t: object, directory: Path, name: str) -> dict[str, Any]:
     return {"file": name, "dtype": dtype, "shape": list(t.shape), "nbytes": int(raw.numel())}
 
 
-def decode_tensor(header: object, directory: Path, device: torch.device) -> torch.Tensor:
+def output_bound(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    """The most bytes the judge reads for an output expected to have this shape and dtype. A
+    candidate may return a wrong shape (the stage reports it), but a header claiming terabytes,
+    backed by a sparse file, would take the judge's memory and the night with it."""
+    expected = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+    return OUTPUT_SLACK * expected + (1 << 20)
+
+
+def decode_tensor(
+    header: object, directory: Path, device: torch.device, max_bytes: int
+) -> torch.Tensor:
     """The plain tensor a header and its file describe, on `device`; ChannelError for anything
-    that does not parse exactly. Runs in the judge; the file is removed once read."""
+    that does not parse exactly or claims more than max_bytes (the judge's bound for the call).
+    Runs in the judge; the file is removed once read."""
     if not isinstance(header, dict):
         raise ChannelError(f"tensor header is {type(header).__name__}, not an object")
     name, dtype_name, shape, nbytes = (header.get(k) for k in ("file", "dtype", "shape", "nbytes"))
@@ -80,6 +92,9 @@ def decode_tensor(header: object, directory: Path, device: torch.device) -> torc
         raise ChannelError(f"tensor of shape {shape} {dtype_name} needs {expected} bytes, "
                            f"header says {nbytes!r}")  # fmt: skip
     path = directory / name
+    if expected > max_bytes:
+        path.unlink(missing_ok=True)
+        raise ChannelError(f"an output of {expected} bytes where at most {max_bytes} are read")
     try:
         size = path.stat().st_size
         if size != expected:

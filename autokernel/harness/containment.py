@@ -7,9 +7,9 @@ system) in its own user, PID, mount, network, IPC and UTS namespaces:
 - the filesystem it sees is built from a list: the system directories, the Python installation,
   the import path and the project, all read-only; the user's home, the workspace and every other
   directory are simply not there (no keys in autokernel.yaml, no results.tsv, no git refs);
-- writable: its own work directory (progress, verdict, and the kernel file handed in as a copy),
-  a private /tmp and home, and the shared compile caches (Triton, Inductor, our pycache and
-  baselines), so a warm evaluation stays as fast as before;
+- writable: its own work directory (progress, verdict, the kernel file handed in as a copy, and
+  the caches it compiles into), a private /tmp and home; the trusted compile caches are
+  read-only to it (cache_tiers.py says why and who writes them);
 - /proc is that of its own PID namespace: no other process, no parent environment to read;
 - no network but its own loopback; GPU device nodes passed through;
 - a minimal environment (an allowlist, not the parent's minus a blocklist);
@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from autokernel.cache import cache_dir
+from autokernel.harness import cache_tiers
 from autokernel.harness.worker import PARENT_ENV
 
 SANDBOX_ENV = "AUTOKERNEL_SANDBOX"  # "off": run the worker without containment
@@ -111,21 +111,25 @@ def kind() -> str:
     return probe().kind
 
 
-def wrap(argv: list[str], env: dict[str, str], work: Path) -> tuple[list[str], dict[str, str]]:
-    """The worker's command line and environment, contained when that is available here."""
+def wrap(
+    argv: list[str], env: dict[str, str], work: Path, trusted: bool = False
+) -> tuple[list[str], dict[str, str]]:
+    """The worker's command line and environment, contained when that is available here.
+    trusted: a worker that never imports candidate code may write the trusted cache."""
     found = probe()
     if found.kind == NONE:
         return argv, env
-    return build(found.binary, argv, env, work)
+    return build(found.binary, argv, env, work, trusted)
 
 
 def build(
-    binary: str, argv: list[str], env: dict[str, str], work: Path
+    binary: str, argv: list[str], env: dict[str, str], work: Path, trusted: bool = False
 ) -> tuple[list[str], dict[str, str]]:
     """The bwrap command line running argv contained, and bwrap's own environment (its first
-    process's environ is readable inside, so it gets the minimal one too)."""
+    process's environ is readable inside, so it gets the minimal one too). env's cache paths
+    are those cache_tiers.worker_env chose for the tier."""
     inner = minimal_env(env)
-    writable = [*shared_caches(inner), work.resolve()]
+    writable, cache_read_only = cache_tiers.mounts(inner, work, trusted)
     for path in writable:
         path.mkdir(parents=True, exist_ok=True)
     args = [binary, "--unshare-all", "--unshare-user", "--die-with-parent"]
@@ -136,7 +140,7 @@ def build(
             args += ["--ro-bind", top, top]
     # A private /tmp first: the project, the import path or a cache may live under /tmp (a
     # clone there, pytest's folders), and a tmpfs mounted after them would hide them.
-    args += ["--tmpfs", "/tmp"]
+    args += [*_sized(binary), "--tmpfs", "/tmp"]
     shown = _outermost(read_only_paths(inner), _HIDDEN)
     hidden = [h for h in _HIDDEN if any(h != p and h.is_relative_to(p) for p in shown)]
     mounts = [(p, "--ro-bind") for p in shown] + [(h, "--tmpfs") for h in hidden]
@@ -146,16 +150,33 @@ def build(
     for node in sorted({n for pattern in GPU_DEVICES for n in glob.glob(pattern)}):
         args += ["--dev-bind", node, node]
     args += ["--dir", HOME_INSIDE]
+    for path in cache_read_only:
+        args += ["--ro-bind", str(path), str(path)]
     for path in writable:
         args += ["--bind", str(path), str(path)]
     args += ["--remount-ro", "/", "--chdir", str(work.resolve()), "--", *argv]
     return args, inner
 
 
+TMP_BYTES = 2 << 30  # the private /tmp: Triton's and ptxas's scratch files are megabytes
+
+
+@functools.cache
+def _sized(binary: str) -> tuple[str, ...]:
+    """("--size", N) where this bwrap can cap a tmpfs (0.10 and newer). The private /tmp lives
+    in memory that no process is charged for, so the OOM killer could not end a candidate that
+    filled it; capped, its writes fail instead."""
+    try:
+        shown = subprocess.run([binary, "--help"], capture_output=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    return ("--size", str(TMP_BYTES)) if b"--size" in shown else ()
+
+
 def minimal_env(env: dict[str, str]) -> dict[str, str]:
-    """The allowed variables of env, with home and the caches pinned to the paths the parent
-    would use (inside, home is a private directory, and a cache found through it would be
-    empty every time)."""
+    """The allowed variables of env, with home and the temporary folder private. The cache
+    paths come with env (cache_tiers.worker_env): inside, home is a private directory, so a
+    cache found through it would be empty every time."""
     out = {
         k: v
         for k, v in env.items()
@@ -164,21 +185,8 @@ def minimal_env(env: dict[str, str]) -> dict[str, str]:
     # A host pid means nothing in the worker's PID namespace (watch_parent would see its parent
     # gone at once); --die-with-parent does that watch's job.
     out.pop(PARENT_ENV, None)
-    out.setdefault("AUTOKERNEL_CACHE_DIR", str(cache_dir()))
-    triton_home = Path(env.get("TRITON_HOME") or Path.home())
-    out.setdefault("TRITON_CACHE_DIR", str(triton_home / ".triton" / "cache"))
-    inductor = Path(tempfile.gettempdir()) / f"torchinductor_{_user()}"
-    out.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
     out.update(HOME=HOME_INSIDE, TMPDIR="/tmp", USER=_user())
     return out
-
-
-def shared_caches(env: dict[str, str]) -> list[Path]:
-    """Directories every worker shares and writes: compiled kernels and bytecode (warm starts
-    depend on them) and the baselines the worker measures."""
-    names = ("AUTOKERNEL_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR",
-             "PYTHONPYCACHEPREFIX")  # fmt: skip
-    return [Path(env[n]).resolve() for n in names if env.get(n)]
 
 
 def read_only_paths(env: dict[str, str]) -> list[Path]:

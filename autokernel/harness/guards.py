@@ -13,6 +13,7 @@ import ast
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from autokernel import syntax
 from autokernel.harness.guard_lists import (  # noqa: F401 (re-exported: the guard's lists)
     ALLOWED_BUILTINS,
     ALLOWED_IMPORTS,
@@ -45,7 +46,7 @@ def literal_assignment(source: str, name: str) -> object | None:
     """The value of a top-level `NAME = <literal>` in the source, without importing it; None
     when there is none or the source does not parse."""
     try:
-        body = ast.parse(source).body
+        body = syntax.parse(source).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in body:

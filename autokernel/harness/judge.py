@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from autokernel.harness.benchmark import Peaks, bench_sizes, geomean, time_candidate
-from autokernel.harness.channel import ChannelError, Reader, decode_tensor, send
+from autokernel.harness.channel import ChannelError, Reader, decode_tensor, output_bound, send
 from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
@@ -33,6 +33,7 @@ from autokernel.timing import Measurement, clock_name
 
 FAULTS = {"CRASH": Status.CRASH, "REJECTED": Status.REJECTED, "FAIL": Status.FAIL}
 UNTIMED_PHASES = ("", "start-up", "baselines")  # before the candidate's limit starts
+PHASE_BYTES = 200  # the longest phase name the worker writes is far shorter
 
 
 class Link:
@@ -69,7 +70,8 @@ class Link:
     def _tick(self) -> None:
         self.tick()
         try:  # a phase the worker entered on its own (baselines, waiting for the spare)
-            phase = (self.worker.work / "progress").read_text().strip()
+            with (self.worker.work / "progress").open("rb") as f:  # candidate-writable: bounded
+                phase = f.read(PHASE_BYTES).decode(errors="replace").strip()
         except OSError:
             return
         if phase != self.file_phase:
@@ -137,6 +139,7 @@ class Remote:
 
     def __init__(self, link: Link, spec: KernelSpec, device: torch.device) -> None:
         self.link, self.spec, self.device = link, spec, device
+        self.max_bytes = 0  # what the last call's output may take (channel.output_bound)
 
     def call(self, c: Call) -> tuple[torch.Tensor, float]:
         label = self.spec.label(c.size)
@@ -151,7 +154,9 @@ class Remote:
         failure = _fault(reply, Check(c.stage, label, dtype_name(c.dtype), False, seconds=seconds))
         if failure:
             raise failure
-        return decode_tensor(reply.get("out"), self.link.worker.work, self.device), seconds
+        self.max_bytes = output_bound(c.out_shape, c.out_dtype)
+        out = decode_tensor(reply.get("out"), self.link.worker.work, self.device, self.max_bytes)
+        return out, seconds
 
     def measure(self, role: int, label: str, dtype: torch.dtype) -> Measurement:
         reply = self.link.request({"op": "time", "role": role})
@@ -181,7 +186,7 @@ class Remote:
         failure = _fault(reply, Check("benchmark", "", "", False))
         if failure:
             raise failure
-        return decode_tensor(reply.get("out"), self.link.worker.work, self.device)
+        return decode_tensor(reply.get("out"), self.link.worker.work, self.device, self.max_bytes)
 
     def rounds(self, rounds: int, label: str) -> dict[str, Any]:
         return self.link.request({"op": "rounds", "rounds": rounds, "label": label,
@@ -207,8 +212,10 @@ def _strings(value: object) -> list[str]:
     return [str(s)[:500] for s in value] if isinstance(value, list) else []
 
 
-def evaluate(link: Link, req: dict[str, Any]) -> Verdict:
-    """Judge one kernel file: import, five stages, benchmark."""
+def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = None) -> Verdict:
+    """Judge one kernel file: import, five stages, benchmark. trusted: the baseline worker's
+    reply (baselines, ceilings, notes); nothing the candidate's worker says is taken for them."""
+    trusted = trusted or {}
     prepared = link.first(req)
     device = _device(prepared)
     on_gpu = device.type == "cuda"
@@ -222,10 +229,10 @@ def evaluate(link: Link, req: dict[str, Any]) -> Verdict:
         device=str(prepared.get("device_name", ""))[:200], interpreter=not on_gpu,
         clock=clock_name(on_gpu),
     )  # fmt: skip
-    verdict.guards += _strings(prepared.get("notes"))
-    raw = prepared.get("baselines")
+    verdict.guards += _strings(trusted.get("notes"))
+    raw = trusted.get("baselines") if trusted.get("device", device.type) == device.type else None
     baselines = {str(k): _floats(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
-    peaks = Peaks(**{k: _floats(prepared.get("peaks")).get(k) for k in ("gbs", "tflops")})
+    peaks = Peaks(**{k: _floats(trusted.get("peaks")).get(k) for k in ("gbs", "tflops")})
     reply = link.request(
         {"op": "import", "files": [req["file"]], "names": ["autokernel_candidate"]}, "import"
     )

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from autokernel.harness.channel import decode_tensor
+from autokernel.harness.channel import decode_tensor, output_bound
 from autokernel.harness.serve import Session
 from autokernel.harness.stages import Call, Evaluation, StageFailure
 from autokernel.harness.verdict import Check, Status
@@ -35,6 +35,7 @@ class LocalProcess:
         self.session.modules = list(modules)
         self.session.kernels = [m.kernel_fn for m in modules]
         self.spec, self.device = spec, device
+        self.max_bytes = 0  # the last call's output bound (channel.output_bound)
 
     def evaluation(self, **fields: Any) -> Evaluation:
         return Evaluation(self.spec, self.device, self.session.seed, call=self.call, **fields)
@@ -43,9 +44,10 @@ class LocalProcess:
         if "status" in reply:
             check.message = reply["message"]
             raise StageFailure(Status(reply["status"]), check)
-        return decode_tensor(reply["out"], self.work, self.device)
+        return decode_tensor(reply["out"], self.work, self.device, self.max_bytes)
 
     def call(self, c: Call) -> tuple[torch.Tensor, float]:
+        self.max_bytes = output_bound(c.out_shape, c.out_dtype)
         t0 = time.monotonic()
         reply = self.session.call({
             "make": c.make, "size": dict(c.size), "dtype": dtype_name(c.dtype),

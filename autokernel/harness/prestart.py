@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from autokernel.harness import containment
+from autokernel.harness import cache_tiers, containment
 from autokernel.harness.worker import PARENT_ENV
 
 READY = "ready"  # the file a worker creates once its imports are done: "cuda" or "cpu"
@@ -60,13 +60,16 @@ class Worker:
     sandbox: str = containment.NONE  # containment.kind() when it started
 
     @classmethod
-    def start(cls, force_cpu: bool, env: dict[str, str]) -> Worker:
+    def start(cls, force_cpu: bool, env: dict[str, str], trusted: bool = False) -> Worker:
+        """trusted: a worker that will never import candidate code (the baseline worker); it
+        alone may write the trusted cache (cache_tiers.py)."""
         work = Path(tempfile.mkdtemp(prefix="autokernel-worker-"))
         mode = "cpu" if force_cpu else "auto"
         # stdout is the channel to the judge (the worker moves its own fd 1 to work/stdout
         # before anything else runs); the one argv list is what containment wraps.
         argv = [sys.executable, "-m", "autokernel.harness.worker", str(work), mode]
-        argv, full_env = containment.wrap(argv, {**env, PARENT_ENV: str(os.getpid())}, work)
+        tiered = cache_tiers.worker_env({**env, PARENT_ENV: str(os.getpid())}, work, trusted)
+        argv, full_env = containment.wrap(argv, tiered, work, trusted)
         with (work / "stderr").open("w") as err:
             proc = subprocess.Popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=work,

@@ -28,13 +28,13 @@ from pathlib import Path
 import torch
 
 from autokernel.cache import cache_dir
-from autokernel.harness import containment, judge, prestart
+from autokernel.harness import containment, judge, prestart, trusted_baselines
 from autokernel.harness.channel import ChannelError, ChannelTimeout
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
+from autokernel.harness.untrusted_text import printable, printable_json
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.judged import sha256_of
-from autokernel.secrets import redact, redact_json
 from autokernel.specs import SPECS, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
@@ -138,7 +138,9 @@ def evaluate(
         return early
     req = _request(opts, file=str(path), kernel_type=kernel_type, timing=opts.timing,
                    compile_baseline=opts.compile_baseline)  # fmt: skip
-    out = _run_worker(req, opts, on_phase or (lambda p: None))
+    on_phase = on_phase or (lambda p: None)
+    trusted = trusted_baselines.prepared(req, worker_env(), BASELINE_ALLOWANCE_S, on_phase)
+    out = _run_worker(req, opts, on_phase, trusted)
     verdict = _verdict(out, opts.timeout_s)
     verdict.sandbox = containment.kind()
     verdict.file, verdict.sha256 = str(path), digest
@@ -148,7 +150,7 @@ def evaluate(
     verdict.harness_s = time.perf_counter() - t0
     if worker_s:
         verdict.phase_s["process start and exit"] = round(verdict.harness_s - worker_s, 3)
-    return Verdict.from_json(redact_json(verdict.to_json()))  # the candidate's words: no keys
+    return Verdict.from_json(printable_json(verdict.to_json()))  # the candidate's words
 
 
 def compare(
@@ -179,7 +181,8 @@ def compare(
     if isinstance(out.result, Comparison):
         result = out.result
     else:
-        result = Comparison(error=redact(_verdict(out, opts.timeout_s).message))
+        result = Comparison(error=_verdict(out, opts.timeout_s).message)
+    result.error = printable(result.error) if result.error else result.error  # their words
     result.harness_s = time.perf_counter() - t0
     return result
 
@@ -205,16 +208,18 @@ class _Outcome:
     unreadable: str = ""  # why a reply could not be read, when the worker was still alive
 
 
-def _run_worker(req: dict, opts: Options, on_phase: Callable[[str], None]) -> _Outcome:
+def _run_worker(
+    req: dict, opts: Options, on_phase: Callable[[str], None], trusted: dict | None = None
+) -> _Outcome:
     """Run the request in the spare if it fits, else in a worker started now. A spare that
     exits before answering its first request never ran candidate code (OOM-killed while it
     waited, say): the request gets one more worker, so a lost spare never becomes the
-    candidate's CRASH."""
+    candidate's CRASH. trusted: the baseline worker's reply (trusted_baselines.py)."""
     env = worker_env()
     for _ in range(2):
         worker, pre_started = prestart.take(opts.force_cpu, env)
         try:
-            out = _watch(worker, req, opts, env, on_phase)
+            out = _watch(worker, req, opts, env, on_phase, trusted or {})
         except BaseException:  # Ctrl-C in the parent: leave no orphan holding the GPU
             prestart.discard()
             raise
@@ -233,6 +238,7 @@ def _watch(
     opts: Options,
     env: dict[str, str],
     on_phase: Callable[[str], None],
+    trusted: dict,
 ) -> _Outcome:
     """Hand the request over and judge the worker's replies (judge.py) under the time limits."""
     work, timeout_s = worker.work, opts.timeout_s
@@ -259,7 +265,7 @@ def _watch(
         if req.get("mode") == "compare":
             result: Verdict | Comparison = judge.compare(link, req)
         else:
-            result = judge.evaluate(link, req)
+            result = judge.evaluate(link, req, trusted)
     except ChannelTimeout:
         worker.kill()
         return _Outcome(None, link.phase, True, stderr=_tail(work / "stderr"))
@@ -334,7 +340,11 @@ def _read(path: Path) -> str:
 
 
 def _tail(path: Path, limit: int = 4000) -> str:
+    """The file's last `limit` bytes: the candidate writes this file, and a worker that printed
+    for its whole time limit leaves gigabytes there (read whole, they would end the night)."""
     try:
-        return path.read_text(errors="replace")[-limit:]
+        with path.open("rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
+            return f.read(limit).decode(errors="replace")
     except OSError:
         return ""

@@ -14,6 +14,7 @@ import ast
 import symtable
 from dataclasses import dataclass
 
+from autokernel import syntax
 from autokernel.harness.guard_lists import (
     ALLOWED_IMPORTS,
     ALLOWED_TORCH,
@@ -137,7 +138,7 @@ def parse(source: str) -> ast.Module:
     if "\0" in source:
         raise UnjudgeableSource("kernel.py contains a null byte; save it as plain UTF-8 text")
     try:
-        return ast.parse(source)
+        return syntax.parse(source)
     except (RecursionError, MemoryError, ValueError) as exc:
         raise UnjudgeableSource(
             f"kernel.py cannot be parsed ({type(exc).__name__}): an expression is nested too "

@@ -85,20 +85,25 @@ def _setting(req: dict[str, Any]):
     return torch.device("cuda" if on_gpu else "cpu"), spec, dtype
 
 
+BASELINES = "baselines"  # the request mode of the trusted baseline worker (trusted_baselines)
+
+
 def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
-    """Everything measured before any candidate code runs: the baselines of the benchmark sizes
-    and the machine's ceilings. The judge reads this reply before it sends the import request,
-    so what it says was written by trusted code."""
-    from autokernel.harness import baselines
+    """The first reply: the device, and for the trusted baseline worker alone the baselines of
+    the benchmark sizes and the machine's ceilings. A candidate's worker measures none of them:
+    its caches are its own and what it could say about a baseline would be a claim, so the
+    judge takes them from the baseline worker, which never imports candidate code."""
+    from autokernel.harness import baselines, warm_starter
     from autokernel.harness.benchmark import bench_sizes
 
     device, spec, dtype = _setting(req)
     on_gpu = device.type == "cuda"
     reply: dict[str, Any] = {"device": device.type, "device_name": baselines.device_name(device)}
-    if req.get("mode") == "compare" or not req.get("timing", True):
+    if req.get("mode") != BASELINES:
         return reply
     progress("baselines")
-    sizes = bench_sizes(spec, on_gpu, bool(req.get("quick")), tuple(req.get("extra_sizes") or ()))
+    quick, extra = bool(req.get("quick")), tuple(req.get("extra_sizes") or ())
+    sizes = bench_sizes(spec, on_gpu, quick, extra)
     with_compile = bool(req.get("compile_baseline", True))
     notes = baselines.ensure(spec, sizes, dtype, device, int(req["seed"]), with_compile)
     reply["notes"] = [f"baseline {k} unavailable: {v}" for k, v in notes.items()]
@@ -110,6 +115,9 @@ def prepare(req: dict[str, Any], progress: Progress) -> dict[str, Any]:
         for s in sizes
     }
     reply["peaks"] = _peaks(device, dtype)
+    if on_gpu:  # the interpreter compiles nothing (warm_starter.py)
+        progress("compiling the starter")
+    reply["warm"] = warm_starter.warm(spec, device, dtype, int(req["seed"]), extra, quick)
     return reply
 
 
@@ -131,7 +139,9 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
         op = msg.get("op")
         if msg.get("phase"):
             progress(msg["phase"])
-        if op == "import":
+        if op == "import" and req.get("mode") == BASELINES:
+            reply = {"status": "CRASH", "error": "the baseline worker imports no kernel"}
+        elif op == "import":
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
             reply = session.import_files(msg["files"], msg["names"])
@@ -277,8 +287,32 @@ def _private_channel(work: Path):
     return channel
 
 
+MAX_FILE_BYTES = 4 << 30  # twice the largest output file a benchmark size writes (2.1 GB)
+
+
+def limit_self() -> None:
+    """Make this process the one to lose when it takes too much, before any candidate runs.
+
+    Why: a candidate that fills memory would otherwise let the kernel's OOM killer choose, and
+    it may choose the parent, which holds the night; a candidate printing or writing for its
+    whole time limit would fill the disk that results.tsv is on. An OOM score of 1000 marks this
+    process first; RLIMIT_FSIZE (soft and hard) caps every file it writes. Neither can be
+    undone without CAP_SYS_RESOURCE, which a worker never has."""
+    import resource
+
+    try:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:  # not Linux, or /proc not mounted: the time limit still applies
+        pass
+    _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    cap = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+
+
 def main() -> int:
     work = Path(sys.argv[1])
+    limit_self()
     watch_parent(work)
     channel = _private_channel(work)
     force_cpu = sys.argv[2:] == ["cpu"]
