@@ -12,10 +12,10 @@ from pathlib import Path
 
 from autokernel.harness.guards import literal_assignment
 from autokernel.harness.sandbox import BACKENDS, NO_GPU
+from autokernel.shipped import STARTERS
 
 CHOICES = (*BACKENDS, "any")
 DEFAULT = "triton"
-STARTERS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 class BackendError(ValueError):

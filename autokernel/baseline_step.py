@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autokernel import backends
-from orchestrate import TargetState
+from autokernel.orchestrate import TargetState
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop

@@ -7,15 +7,12 @@ how much of it fits.
 from __future__ import annotations
 
 import inspect
-from pathlib import Path
 
-import reference
-from autokernel import backends
+from autokernel import backends, reference
 from autokernel.agents.base import Context
+from autokernel.orchestrate import State, TargetState
+from autokernel.shipped import PROGRAM
 from autokernel.specs import get_spec, parse_dtype
-from orchestrate import State, TargetState
-
-PROGRAM = Path(__file__).resolve().parents[1] / "program.md"
 
 
 def spec_text(ts: TargetState, on_gpu: bool) -> str:

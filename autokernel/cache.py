@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from autokernel.atomic import write_atomic
 from autokernel.secrets import redact
 
 
@@ -28,15 +28,5 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write to a temporary file in the same folder, fsync, rename: never a torn file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(redact(json.dumps(data, indent=1, sort_keys=True)))  # state.json too
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """The JSON, redacted (state.json is written here too), replacing `path` atomically."""
+    write_atomic(path, redact(json.dumps(data, indent=1, sort_keys=True)))

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from autokernel import backends, option_checks
+from autokernel import DISTRIBUTION, __version__, backends, option_checks
 from autokernel.harness.sandbox import (
     BACKENDS,
     DEFAULT_TIMEOUT_S,
@@ -17,28 +17,42 @@ from autokernel.harness.sandbox import (
     evaluate,
 )
 from autokernel.harness.verdict import Status
-from autokernel.render import output_console
+from autokernel.render import error_text, output_console
 from autokernel.secrets import redact
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
 app = typer.Typer(
     help="Make a PyTorch model's GPU kernels faster overnight: profile, optimize, verify.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish, pwsh
     pretty_exceptions_enable=False,
     rich_markup_mode="markdown",  # reflows docstring paragraphs instead of keeping line breaks
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 console = output_console()
 err = output_console(stderr=True)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        console.print(f"autokernel {__version__} ({DISTRIBUTION})", highlight=False)
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     """autokernel: profile a model, optimize its kernels overnight, verify the result."""
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {redact(message)}")
+    err.print(error_text(redact(message)), soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -290,7 +304,7 @@ def status(
     ] = Path("."),
 ) -> None:
     """Where the workspace's run stands: per target, experiments, best speed, why it moved on."""
-    import orchestrate
+    from autokernel import orchestrate
 
     problem = option_checks.status_error(workspace)
     if problem:
@@ -308,7 +322,7 @@ def status(
 # Commands whose options live with their implementation; registered here so `autokernel --help`
 # lists them in the order a user meets them.
 from autokernel.profile_view import profile_command  # noqa: E402
-from autokernel.report import report_command  # noqa: E402
+from autokernel.report_cli import report_command  # noqa: E402
 from autokernel.verify_cli import verify_command  # noqa: E402
 
 app.command("profile")(profile_command)

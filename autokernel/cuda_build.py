@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from autokernel.atomic import write_atomic
 from autokernel.cache import cache_dir
 from autokernel.cuda_driver import CudaModule, load_module
 from autokernel.harness.cuda_check import check_cuda_source, tokenize
@@ -220,10 +221,7 @@ def _cached_or_built(
         t0 = time.perf_counter()
         image = compile_cubin(source, nvcc, flags)
         compile_s = round(time.perf_counter() - t0, 3)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=key[:16], suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(image)
-        os.replace(tmp, cubin)
+        write_atomic(cubin, image)
     return image, compile_s
 
 

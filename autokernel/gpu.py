@@ -90,7 +90,7 @@ class Ceilings:
 
 
 def _copy_gbs(dev: torch.device, numel: int) -> float:
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     src = torch.randn(numel, device=dev, dtype=torch.bfloat16)
     dst = torch.empty_like(src)
@@ -99,7 +99,7 @@ def _copy_gbs(dev: torch.device, numel: int) -> float:
 
 
 def _matmul_tflops(dev: torch.device, n: int) -> float:
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
     b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)

@@ -16,10 +16,10 @@ import os
 from pathlib import Path
 
 from autokernel.harness.static_check import UnjudgeableSource, check_source
+from autokernel.shipped import STARTERS
 
 TRUST_ENV = "AUTOKERNEL_TRUST_UNJUDGED"
 VERDICTS = Path(".autokernel") / "verdicts"
-STARTERS = Path(__file__).resolve().parents[1] / "kernels"
 
 
 class UnjudgedKernel(Exception):

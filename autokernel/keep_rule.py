@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
+from autokernel.orchestrate import Score
 from autokernel.stats import geomean
-from orchestrate import Score
 
 MIN_GAIN = 0.01  # a win below 1 % is not worth a commit: it is within run-to-run drift
 CLEAR_MARGIN = 3.0  # a win beyond this many spreads needs no re-measurement

@@ -12,8 +12,8 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from autokernel.orchestrate import State
 from autokernel.secrets import redact
-from orchestrate import State
 
 LOG_FILE = Path(".autokernel") / "run.log"
 STYLE = {"keep": "green", "revert": "yellow", "fail": "red", "crash": "red", "timeout": "red",
@@ -30,7 +30,7 @@ class RunView:
     """Implements the loop's Reporter. Start with `with RunView(...) as view:`."""
 
     def __init__(self, workspace: Path, quiet: bool, console: Console | None = None) -> None:
-        self.console = console or Console()
+        self.console = console or Console(markup=False)  # names and reasons print as given
         self.quiet = quiet
         self.log_path = workspace / LOG_FILE
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -130,14 +130,14 @@ class RunView:
         s = self.state
         if s is not None:
             left = max(0.0, s.budget_s - s.seconds) / 60
-            head = (f"[bold]autokernel run[/] {s.tag} · agent {s.agent} · experiment "
-                    f"{s.next_experiment} · {left:.0f} min of budget left")  # fmt: skip
+            head = (f" {s.tag} · agent {s.agent} · experiment {s.next_experiment} · "
+                    f"{left:.0f} min of budget left")  # fmt: skip
             if s.tokens:
                 head += f" · {s.tokens} tokens"
             rate = self.per_hour()
             if rate is not None:
                 head += f" · {rate:.0f} experiments/h"
-            parts.append(Text.from_markup(head))
+            parts.append(Text.assemble(("autokernel run", "bold"), head))
             table = Table(box=None, pad_edge=False)
             for col in ("target", "status", "exps", "kept", "best µs", "×start", "×eager",
                         "×compile", "%peak"):  # fmt: skip

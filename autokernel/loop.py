@@ -22,12 +22,7 @@ from autokernel.harness import sandbox
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
 from autokernel.keep_rule import Decision, Remeasure, decide, remeasured, score
-from autokernel.recovery import RunError, check_branch
-from autokernel.results import ResultsLog
-from autokernel.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
-from autokernel.run_lock import RunLock
-from autokernel.workspace import Workspace, WorkspaceError
-from orchestrate import (
+from autokernel.orchestrate import (
     Rules,
     Score,
     State,
@@ -37,6 +32,11 @@ from orchestrate import (
     reopen,
     save,
 )
+from autokernel.recovery import RunError, check_branch
+from autokernel.results import ResultsLog
+from autokernel.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
+from autokernel.run_lock import RunLock
+from autokernel.workspace import Workspace, WorkspaceError
 
 VERDICTS = Path(".autokernel") / "verdicts"
 

@@ -13,9 +13,10 @@ per-target effects. Shape:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from autokernel.atomic import write_atomic
 
 RECORD = Path("optimized") / "modes.json"
 
@@ -57,8 +58,5 @@ def write(workspace: Path, mode: str, entry: dict[str, Any]) -> Path:
     except RecordError:
         data = {}
     data[mode] = entry
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -203,12 +204,21 @@ def _from_file(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
 
 def _from_import(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
     module_name, _, class_name = src.class_name.rpartition(".")
+    # As `python -m` does: the current directory first, so a package beside the user imports
+    # (the `autokernel` script's own path holds only its bin folder).
+    here = os.getcwd()
+    added = here not in sys.path
+    if added:
+        sys.path.insert(0, here)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise ModelInputError(
             f"--class {src.class_name}: cannot import {module_name}: {type(exc).__name__}: {exc}"
         ) from None
+    finally:
+        if added:
+            sys.path.remove(here)
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise ModelInputError(

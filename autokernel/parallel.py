@@ -21,17 +21,17 @@ experiments already proposed for it still count towards it.
 from __future__ import annotations
 
 import dataclasses
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from autokernel import baseline_step, briefing, recovery
 from autokernel.agents.base import AgentError, AgentStopped, InvalidReply, Proposal
 from autokernel.agents.tuner import read_config
+from autokernel.atomic import write_atomic
 from autokernel.harness.verdict import Status, Verdict
 from autokernel.keep_rule import Decision, interleaved
 from autokernel.loop import Loop
+from autokernel.orchestrate import Score, TargetState, move_on_reason
 from autokernel.parallel_jobs import WAIT_S, SlotJobs
 from autokernel.parallel_keep import rival_reason
 from autokernel.pool import Event, Pool
@@ -40,7 +40,6 @@ from autokernel.recovery import check_branch
 from autokernel.rows import PARSE_ERRORS, invalid_row
 from autokernel.slot_board import SlotBoard, Visit
 from autokernel.worker_log import WorkerLog
-from orchestrate import Score, TargetState, move_on_reason
 
 PENDING = Path(".autokernel") / "pending"
 
@@ -168,7 +167,7 @@ class ParallelLoop(SlotJobs, Loop):
         config = None
         if proposal is not None:
             tokens = proposal.tokens
-            _write_atomic(self.pending_path(n), proposal.source)
+            write_atomic(self.pending_path(n), proposal.source)
             try:
                 config = read_config(proposal.source)[0] or None
             except (AgentError, *PARSE_ERRORS):
@@ -272,18 +271,3 @@ class ParallelLoop(SlotJobs, Loop):
 
     def pending_path(self, n: int) -> Path:
         return self.ws.root / PENDING / f"{n}.py"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    """Temp file, fsync, rename: a proposal on disk is whole or absent."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

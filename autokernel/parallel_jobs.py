@@ -17,10 +17,10 @@ from autokernel.harness.interleave import Comparison
 from autokernel.harness.sandbox import BASELINE_ALLOWANCE_S
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.keep_rule import score
+from autokernel.orchestrate import TargetState
 from autokernel.parallel_keep import Calibration
 from autokernel.pool import DEADLINE_MARGIN_S, DONE, PHASE, STARTED, Event
 from autokernel.slot_board import Visit, calibration_key, parse_calibration_key
-from orchestrate import TargetState
 
 if TYPE_CHECKING:
     from autokernel.parallel import ParallelLoop

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from autokernel.keep_rule import MIN_GAIN
-from orchestrate import Score
+from autokernel.orchestrate import Score
 
 SLOW_TOLERANCE = 0.05  # a slot timing the same kernel >5 % slower than the fastest one
 SPREAD_FACTOR = 3.0  # ...and by more than this many of its own relative spreads

@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
 
 from autokernel import kernel_ops
+from autokernel.kernel_ops import Router
 
-if TYPE_CHECKING:
-    from autokernel.patching import Patch
+
+class Patch(Protocol):
+    """What a wrapper needs of autokernel.patching.Patch, which imports this module: each
+    type's op slot, and the router that counts the calls it sees."""
+
+    slots: dict[str, int]
+
+    def seen(self, kind: str) -> Router: ...
+
 
 ROTARY_NAMES = ("apply_rotary", "apply_rotary_pos_emb")
 

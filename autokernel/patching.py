@@ -27,8 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 import torch
 from torch import nn
 
-import reference
-from autokernel import kernel_ops
+from autokernel import kernel_ops, reference
 from autokernel.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.patch_functions import FUNCTIONS, ROTARY_NAMES, WRAPPERS, n_required, rotary_wrapper
 

@@ -21,6 +21,8 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from autokernel import stats
+
 MISS_LIMIT = 0.15  # relative; the goal's bound on |predicted / measured - 1|
 EFFECTS = "whole-model effects"
 KERNELS = "kernel speedups (Amdahl)"
@@ -29,7 +31,7 @@ KERNELS = "kernel speedups (Amdahl)"
 def _parts(workspace: Path, used: set[str]) -> list[tuple[str, float, float]]:
     """(target, share of the eager forward, speedup where the model spends it) per target in
     `used` with a measured speedup; shares over 1 (overlapping plan entries) scaled down."""
-    import orchestrate
+    from autokernel import orchestrate
 
     try:
         state = orchestrate.load(workspace)
@@ -47,9 +49,7 @@ def _parts(workspace: Path, used: set[str]) -> list[tuple[str, float, float]]:
 
 
 def amdahl(workspace: Path, used: set[str]) -> float | None:
-    """1 / (sum(share_i / s_i) + rest) over the targets in `used`; None without any speedup."""
-    from autokernel import stats
-
+    """stats.amdahl over the run's targets in `used`; None without any speedup."""
     parts = _parts(workspace, used)
     return stats.amdahl((share, s) for _, share, s in parts) if parts else None
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -23,16 +24,11 @@ from autokernel.profiler import (
     run_profile,
     write_plan,
 )
-from autokernel.render import output_console
+from autokernel.render import error_text, output_console
 from autokernel.specs import get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
-
-
-def _shape(row: Row) -> str:
-    if not row.is_target or not row.shape:
-        return ""
-    return get_spec(row.kind).label(row.shape)
+COL_WHAT = "target shape args / modules"  # the one column that wraps
 
 
 def _args(row: Row) -> str:
@@ -45,12 +41,33 @@ def _gain(x: float) -> str:
     return "∞" if x == float("inf") else f"{x:.2f}x"
 
 
+def _what(row: Row, model_dtype: str) -> Text:
+    """The target (or op), its shape, its dtype where it differs from the model's (the title
+    names the model's), its arguments; on the next line the modules it runs in. Shapes and
+    module lists are long: in columns of their own they left the figures no room at 100."""
+    parts = [row.kind if row.is_target else f"other: {row.name}"]
+    if row.is_target and row.shape:
+        parts.append(get_spec(row.kind).label(row.shape))
+    if row.dtype and row.dtype != model_dtype:
+        parts.append(row.dtype)
+    if row.args:
+        parts.append(_args(row))
+    text = Text(" ".join(parts))
+    if row.where:
+        text.append("\n" + ", ".join(row.where), "dim")
+    return text
+
+
 def profile_table(prof: Profile) -> Table:
+    """Readable at 100 columns: figures never wrap and no cell is cut short (the target column
+    wraps instead); no vertical rules take up width."""
     unit = "CUDA kernel time" if prof.device == "cuda" else "CPU time"
-    t = Table(title=f"{prof.model}: {unit} per forward, {prof.dtype}", title_justify="left")
-    for col in ("#", "type", "shape", "dtype", "args", "ms", "%", "cum %", "calls", "2x →",
-                "free →", "modules"):  # fmt: skip
-        t.add_column(col, justify="right" if col in ("#", "ms", "%", "cum %", "calls") else "left")
+    t = Table(title=f"{prof.model}: {unit} per forward, {prof.dtype}", title_justify="left",
+              box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True)  # fmt: skip
+    t.add_column("#", justify="right", no_wrap=True)
+    t.add_column(COL_WHAT, overflow="fold", min_width=16)
+    for col in ("ms", "%", "cum %", "calls", "2x →", "free →"):
+        t.add_column(col, justify="right", no_wrap=True)
     cum, other_shown = 0.0, 0
     for i, r in enumerate(prof.rows, 1):
         cum += r.share
@@ -59,15 +76,14 @@ def profile_table(prof: Profile) -> Table:
             if other_shown > SHOWN_OTHER:
                 continue
         t.add_row(
-            str(i), r.kind if r.is_target else f"other: {r.name}", _shape(r), r.dtype or "",
-            _args(r), f"{r.ms:.3f}", f"{100 * r.share:.1f}", f"{100 * cum:.1f}", str(r.calls),
-            _gain(r.amdahl(2.0)), _gain(r.amdahl(float("inf"))), ", ".join(r.where),
+            str(i), _what(r, prof.dtype), f"{r.ms:.3f}", f"{100 * r.share:.1f}",
+            f"{100 * cum:.1f}", str(r.calls), _gain(r.amdahl(2.0)), _gain(r.amdahl(float("inf"))),
             style=None if r.is_target else "dim",
         )  # fmt: skip
     if prof.overhead_ms > 0:
         share = prof.overhead_ms / prof.total_ms if prof.total_ms else 0.0
-        t.add_row("", "python overhead", "", "", "between ops", f"{prof.overhead_ms:.3f}",
-                  f"{100 * share:.1f}", "", "", "", "", "", style="dim")  # fmt: skip
+        t.add_row("", "python overhead, between ops", f"{prof.overhead_ms:.3f}",
+                  f"{100 * share:.1f}", "", "", "", "", style="dim")  # fmt: skip
     return t
 
 
@@ -154,11 +170,11 @@ def profile_command(
             with console.status("compiling the model and profiling it again…"):
                 add_compiled(prof, loaded, iters=iters, warmup=warmup)
     except ModelInputError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
+        err.print(error_text(str(exc)), soft_wrap=True)
         raise typer.Exit(2) from None
     console.print(profile_view(prof))
     if not prof.targets:
-        err.print("[bold red]error:[/] no kernel targets found; plan not written")
+        err.print(error_text("no kernel targets found; plan not written"), soft_wrap=True)
         raise typer.Exit(2)
     write_plan(prof, out)
     console.print(f"plan written to {out} ({len(prof.targets)} targets)", style="dim")

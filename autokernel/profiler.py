@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from autokernel.atomic import write_atomic
 from autokernel.attribution import FORWARD_LABEL, KERNEL_TYPES, Attribution, Instance, attribute
 from autokernel.compile_profile import (
     BY_NAMES,
@@ -260,6 +261,4 @@ def write_plan(prof: Profile, path: Path) -> None:
 
     if not prof.targets:
         raise ValueError("no kernel targets found; nothing to write to the plan")
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(yaml.safe_dump(plan_data(prof), sort_keys=False))
-    tmp.replace(path)
+    write_atomic(path, yaml.safe_dump(plan_data(prof), sort_keys=False))

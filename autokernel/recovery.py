@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autokernel.harness.verdict import Verdict
+from autokernel.orchestrate import State
 from autokernel.targets import TARGET_NAME
 from autokernel.workspace import BRANCH_PREFIX, Workspace
-from orchestrate import State
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from rich import box
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -17,6 +18,12 @@ STATUS_STYLE = {
     Status.TIMEOUT: "bold yellow",
     Status.REJECTED: "bold red",
 }
+
+
+def compact_table(title: str) -> Table:
+    """A table without vertical rules or edge padding: ten figure columns fit in 100 columns."""
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                 collapse_padding=True)  # fmt: skip
 
 
 def _fmt(x: float | None, spec: str = ".2f", suffix: str = "") -> str:
@@ -33,9 +40,9 @@ def verdict_view(v: Verdict) -> Group:
     )
     parts: list = [head]
     if v.stages:
-        stages = Table(title="correctness stages", title_justify="left")
+        stages = compact_table("correctness stages")
         for col in ("stage", "result", "checks", "worst (size, dtype)", "max abs err", "s"):
-            stages.add_column(col)
+            stages.add_column(col, no_wrap=True)
         for s in v.stages:
             style = {"PASS": "green", "FAIL": "red"}.get(s.status, "dim")
             worst = f"{s.worst.size} {s.worst.dtype}" if s.worst else ""
@@ -49,10 +56,10 @@ def verdict_view(v: Verdict) -> Group:
         where = " ".join(x for x in (f.stage, f.size, f.dtype) if x)
         parts.append(Text.assemble(("failure ", "bold"), (f"[{where}] ", "bold"), f.message))
     if v.timings:
-        t = Table(title=f"speed — {v.clock}", title_justify="left", padding=(0, 1))
+        t = compact_table(f"speed — {v.clock}")
         for col in ("size", "dtype", "µs", "±", "rate", "%peak", "eager", "compile", "×eager",
                     "×compile"):  # fmt: skip
-            t.add_column(col, justify="right", no_wrap=col in ("size", "rate"))
+            t.add_column(col, justify="right", no_wrap=True)
         for r in v.timings:
             t.add_row(
                 r.size, r.dtype.replace("float", "f").replace("bf", "bf"), f"{r.us:.4g}",
@@ -76,10 +83,12 @@ def _build_text(v: Verdict) -> str:
 
 
 def gpu_table(rows: list[dict]) -> Table:
-    t = Table(title="GPU table (datasheet, dense)", title_justify="left")
+    t = compact_table("GPU table (datasheet, dense)")
     for col in ("GPU", "arch", "memory GB", "GB/s", "bf16 TFLOPS", "fp32 TFLOPS", "SMs/CUs",
                 "L2 MB", "reported as"):  # fmt: skip
-        t.add_column(col, overflow="fold")
+        figure = col not in ("GPU", "arch", "reported as")
+        t.add_column(col, justify="right" if figure else "left", no_wrap=col != "reported as",
+                     overflow="fold")  # fmt: skip
     for r in rows:
         t.add_row(
             r["name"], r["arch"], _fmt(r["memory_gb"], ".0f"), _fmt(r["mem_bandwidth_gbs"], ".0f"),
@@ -111,8 +120,17 @@ def machine_view(detected, ceilings) -> Text:
 def output_console(stderr: bool = False) -> Console:
     """The terminal's width on a terminal; when output goes to a file or a pipe (nohup, CI logs,
     `| less`) rich would assume 80 columns and squeeze table columns out: use 140 instead,
-    unless COLUMNS says otherwise."""
-    console = Console(stderr=stderr)
+    unless COLUMNS says otherwise.
+
+    Markup is off: our messages quote paths, pip extras (`[openai]`), masked keys
+    (`[redacted]`) and user input, and Rich would take any `[word]` in them for a style tag and
+    drop it. Styling goes through Text and style= instead."""
+    console = Console(stderr=stderr, markup=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(stderr=stderr, width=140)
+        console = Console(stderr=stderr, width=140, markup=False)
     return console
+
+
+def error_text(message: str) -> Text:
+    """`error: message`, the prefix in bold red and the message exactly as given."""
+    return Text.assemble(("error:", "bold red"), " ", message)

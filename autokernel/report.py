@@ -8,17 +8,11 @@ state file the report still works, minus the shares and hence the whole-model es
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Annotated
 
-import typer
-from rich.text import Text
-
-from autokernel.mode import MODES
-from autokernel.render import output_console
+from autokernel import DISTRIBUTION
 from autokernel.results import ResultsLog
 from autokernel.stats import amdahl as amdahl  # the report's estimate
 from autokernel.worker_log import WorkerLog, summarize
@@ -28,7 +22,7 @@ PNG_FILE = "progress.png"
 BASELINE_AGENTS = ("starter", "best")  # rows that measure a known kernel, not a proposal
 FAILED = ("fail", "crash", "timeout", "rejected")
 TOP_KEPT = 5  # kept experiments listed by gain
-MATPLOTLIB_HINT = "pip install matplotlib (or pip install 'autokernel[report]')"
+MATPLOTLIB_HINT = f"pip install matplotlib (or pip install '{DISTRIBUTION}[report]')"
 
 
 class ReportError(Exception):
@@ -223,7 +217,7 @@ def _top_kept(
 def build(workspace: Path, mode: str | None = None) -> Report:
     """The report of the run in `workspace` against `mode` (default: the run's own, else
     eager); ReportError when there is nothing to report."""
-    import orchestrate
+    from autokernel import orchestrate
 
     root = Path(workspace).expanduser()
     if not root.is_dir():
@@ -333,64 +327,5 @@ def _estimate(targets: list[TargetReport], have_state: bool) -> tuple[float | No
     if len(targets) == 1 and targets[0].share == 1.0:
         note += " (share 1.0 is the `--kernel` default: profile the model for its real share)"
     if total > 1.0 + 1e-9:
-        note += f" (the shares sum to {total:.2f} > 1: no rest assumed)"
+        note += f" (the shares sum to {total:.2f} > 1: scaled to 1, no rest assumed)"
     return amdahl(pairs), note
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    except OSError as exc:
-        raise ReportError(f"cannot write {path}: {exc}") from None
-
-
-def report_command(
-    workspace: Annotated[
-        Path, typer.Option("--workspace", "-w", help="Directory of the run.")
-    ] = Path("."),
-    png: Annotated[
-        Path | None,
-        typer.Option("--png", help="Where to write the plot (default: next to results.tsv)."),
-    ] = None,
-    no_png: Annotated[bool, typer.Option("--no-png", help="Do not draw the plot.")] = False,
-    json_out: Annotated[
-        Path | None, typer.Option("--json", help="Also write the report as JSON here.")
-    ] = None,
-    markdown: Annotated[
-        Path | None, typer.Option("--markdown", help="Also write a Markdown report here.")
-    ] = None,
-    mode: Annotated[
-        str | None,
-        typer.Option(help="Baseline of the estimate: eager or compile (default: the run's)."),
-    ] = None,
-) -> None:
-    """The morning view: per target baseline, best, speedups, experiments kept/reverted/failed,
-    time spent and why it moved on; the whole-model Amdahl estimate; progress.png."""
-    from autokernel.report_plot import PlotUnavailable, write_png
-    from autokernel.report_view import to_markdown, view
-
-    console, err = output_console(), output_console(stderr=True)
-    try:
-        if mode is not None and mode not in MODES:
-            raise ReportError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
-        report = build(workspace, mode)
-        written: Path | None = None
-        if not no_png:
-            target = png or Path(report.results).parent / PNG_FILE
-            try:
-                written = write_png(report, target)
-            except PlotUnavailable:
-                hint = f"no progress.png: matplotlib is not installed — {MATPLOTLIB_HINT}"
-                err.print(hint, style="yellow", markup=False, highlight=False, soft_wrap=True)
-            except OSError as exc:
-                raise ReportError(f"cannot write {target}: {exc}") from None
-        if json_out is not None:
-            data = report.to_json() | {"png": str(written) if written else None}
-            _write(json_out, json.dumps(data, indent=1) + "\n")
-        if markdown is not None:
-            _write(markdown, to_markdown(report, written))
-    except ReportError as exc:
-        err.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
-        raise typer.Exit(2) from None
-    console.print(view(report, written), highlight=False)

@@ -1,6 +1,6 @@
 """progress.png: each target's speedup over the night, one panel per target.
 
-matplotlib is optional (`pip install 'autokernel[report]'`): it is imported only here, and its
+matplotlib is optional (`pip install 'torch-autokernel[report]'`): it is imported only here, and its
 object API with the Agg canvas is used rather than pyplot, so drawing never changes the
 backend or global state of a process that imported autokernel as a library.
 """

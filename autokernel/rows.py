@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.keep_rule import Decision
-from orchestrate import Score, TargetState
+from autokernel.orchestrate import Score, TargetState
 
 # What Python's parser raises on a file's content besides SyntaxError: a 1000-term expression
 # overflows its recursion limit, a null byte is a ValueError on some versions. Such a file is the

@@ -19,12 +19,12 @@ from autokernel.harness import containment
 from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.mode import ModeError, parse_mode
+from autokernel.orchestrate import REACH, Rules, State, load, new_state, status_lines
 from autokernel.recovery import check_branch
 from autokernel.results import ResultsLog
 from autokernel.run_lock import LockError, RunLock
 from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.workspace import Workspace, WorkspaceError
-from orchestrate import REACH, Rules, State, load, new_state, status_lines
 
 DEFAULT_HOURS = 10.0
 
@@ -343,7 +343,7 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
 
 
 def _save_quietly(loop: Loop) -> None:
-    from orchestrate import save
+    from autokernel.orchestrate import save
 
     try:
         save(loop.state, loop.ws.root)

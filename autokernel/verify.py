@@ -114,7 +114,7 @@ def collect_kernels(
     """(kernels, where each came from, notes) for the workspace's targets. With skip_slower, a
     target whose best is slower than what it replaces (TargetState.model_gain) stays with PyTorch:
     on a GPU plugging it in could only slow the model down."""
-    import orchestrate
+    from autokernel import orchestrate
 
     try:
         state = orchestrate.load(workspace)

@@ -9,11 +9,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from autokernel.ablation import ROUNDS
 from autokernel.kernel_ops import Policy
 from autokernel.mode import ModeError, parse_mode
-from autokernel.render import output_console
+from autokernel.render import error_text, output_console
 from autokernel.verify import VerifyError, VerifyResult, verify_workspace
 
 
@@ -96,8 +97,8 @@ def verify_command(
 
 def render(result: VerifyResult, console: Console) -> None:
     """The verdict first, then calls per kernel type, outputs, timings, selection and notes."""
-    verdict = "[bold green]PASS[/]" if result.ok else "[bold red]FAIL[/]"
-    console.print(f"{verdict} {result.model} on {result.device}, {result.dtype}")
+    verdict = ("PASS", "bold green") if result.ok else ("FAIL", "bold red")
+    console.print(Text.assemble(verdict, f" {result.model} on {result.device}, {result.dtype}"))
     calls = Table("type", "kernel calls", "fallbacks", "sites", "fallback reasons")
     for kind, c in result.calls.items():
         why = "; ".join(f"{r} ({n}x)" for r, n in c["fallback_reasons"].items())
@@ -106,7 +107,7 @@ def render(result: VerifyResult, console: Console) -> None:
     outs = Table("output", "dtype", "error (rel. to scale)", "tolerance", "")
     for o in result.outputs:
         outs.add_row(o.name, o.dtype, f"{o.error:.3g}", f"{o.tolerance:.3g}",
-                     "ok" if o.ok else "[red]MISMATCH[/]")  # fmt: skip
+                     "ok" if o.ok else Text("MISMATCH", "red"))  # fmt: skip
     console.print(outs)
     _render_modes(result, console)
     _render_selection(result, console)
@@ -115,15 +116,15 @@ def render(result: VerifyResult, console: Console) -> None:
             f"  Amdahl prediction from the kernels' speedups: {result.predicted_speedup:.2f}x"
         )
     for p in result.predictions:
-        state = "holds" if p["holds"] else "[red]missed[/]"
-        console.print(
+        state = ("holds", "") if p["holds"] else ("missed", "red")
+        console.print(Text.assemble(
             f"  predicted {p['mode']} from {p['source']}: {p['predicted_ms']:.3f} ms, "
-            f"measured {p['measured_ms']:.3f} ms ({p['miss']:+.0%}, {state})"
-        )
+            f"measured {p['measured_ms']:.3f} ms ({p['miss']:+.0%}, ", state, ")"
+        ))  # fmt: skip
         if p["message"]:
             console.print(f"  {p['message']}", markup=False, highlight=False)
     for e in result.errors:
-        console.print(f"[red]error:[/] {e}", markup=True, highlight=False)
+        console.print(error_text(e), highlight=False)
     for n in result.notes:
         console.print(f"note: {n}", markup=False, highlight=False)
 
@@ -136,8 +137,8 @@ def _render_modes(result: VerifyResult, console: Console) -> None:
     eager = result.ms("eager")
     for m, t in result.modes.items():
         x = f"{eager / t['ms']:.2f}x" if eager and t["ms"] else "-"
-        best = " [bold](best)[/]" if m == result.best_mode else ""
-        table.add_row(m + best, f"{t['ms']:.3f}", f"±{t['spread']:.1%}", x,
+        best = (" (best)", "bold") if m == result.best_mode else ""
+        table.add_row(Text.assemble(m, best), f"{t['ms']:.3f}", f"±{t['spread']:.1%}", x,
                       ", ".join(t["kernels"]) or "-")  # fmt: skip
     console.print(table)
     for label, base in (("eager", result.eager_ms), ("torch.compile", result.compile_ms)):

@@ -9,7 +9,7 @@ on and recompile every call).
 
 Timing: every variant runs WARMUP_CALLS times first (compilation, autotuning, capture), then
 `rounds` rounds each time every variant once through the harness's one timing path
-(autokernel.harness.timing.measure), the order rotated per round; a mode's figure is the median
+(autokernel.timing.measure), the order rotated per round; a mode's figure is the median
 over rounds and its spread the half p20-p80 over rounds. One measurement from a single run was
 not reproducible at these sizes (42 vs 110 µs per call for the same kernel in two runs).
 """
@@ -29,9 +29,9 @@ from torch import nn
 from autokernel.ablation import interleaved
 from autokernel.cuda_graphs import GraphedForward
 from autokernel.harness.interleave import relative_half_spread
-from autokernel.harness.timing import measure
 from autokernel.kernel_ops import LoadedKernel, Policy
 from autokernel.patching import Patch
+from autokernel.timing import measure
 
 EAGER, PATCHED, COMPILE, COMPILE_PATCHED, CUDA_GRAPHS = (
     "eager", "patched", "compile", "compile+patched", "cuda-graphs",

@@ -19,9 +19,9 @@ from typing import Any
 from torch import nn
 
 from autokernel.ablation import ROUNDS, Ablation, ablate
-from autokernel.harness.timing import clock_name
 from autokernel.keep_rule import MIN_GAIN
 from autokernel.kernel_ops import LoadedKernel, Policy
+from autokernel.timing import clock_name
 from autokernel.verify_modes import (
     BASE,
     COMPILE,

@@ -12,10 +12,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.atomic import write_atomic
 from autokernel.secrets import redact
 
 if TYPE_CHECKING:
@@ -52,28 +52,6 @@ def _load_git() -> Any:
 
 def _writable(path: Path) -> bool:
     return os.access(path, os.W_OK | os.X_OK)
-
-
-def _write_atomic(path: Path, text: str, tmp_dir: Path) -> None:
-    """Temp file, fsync, rename: a crash leaves the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=tmp_dir, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; the user reads these files too
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
 
 
 class Workspace:
@@ -174,7 +152,7 @@ class Workspace:
             raise WorkspaceError("a commit message is required")
         message = redact(message)  # an agent's hypothesis goes into git history
         try:
-            _write_atomic(self.root / rel, source, self.root / ".autokernel")
+            write_atomic(self.root / rel, source, self.root / ".autokernel")
         except OSError as e:
             raise WorkspaceError(f"cannot write {self.root / rel}: {e}") from e
         self._git("add", "--force", "--", rel)  # --force: the user's ignore rules may list it

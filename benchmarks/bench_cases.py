@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -27,7 +26,6 @@ if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton or any kernel file is imported
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the device copy of the tree is not pip-installed
 
 from autokernel.specs import SPECS, KernelSpec, dtype_name  # noqa: E402
 

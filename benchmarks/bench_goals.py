@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench_cases import (
+from benchmarks.bench_cases import (
     BASELINES,
     CASES,
     COMPILE,

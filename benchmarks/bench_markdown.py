@@ -9,18 +9,28 @@ torch.compile and Liger were and what the budget cut are written next to them.
 
 from __future__ import annotations
 
-import shlex
-import sys
 import time
 from typing import Any
 
 import torch
-from bench_cases import COMPILE, COPY, EAGER, EAGER_NOTES, LIGER, ON_GPU, OPS, OURS, Row, Run
-from bench_goals import baseline, best_baseline, goal_lines, num_text, universe, us_text
-from bench_variants import liger_available
 
-from autokernel.harness.timing import REP_MS, WARMUP_MS, clock_name
 from autokernel.specs import SPECS
+from autokernel.timing import REP_MS, WARMUP_MS, clock_name
+from benchmarks import runner
+from benchmarks.bench_cases import (
+    COMPILE,
+    COPY,
+    EAGER,
+    EAGER_NOTES,
+    LIGER,
+    ON_GPU,
+    OPS,
+    OURS,
+    Row,
+    Run,
+)
+from benchmarks.bench_goals import baseline, best_baseline, goal_lines, num_text, universe, us_text
+from benchmarks.bench_variants import liger_available
 
 VARIANT_ORDER = {EAGER: 1, COMPILE: 2, LIGER: 3, COPY: 4}
 
@@ -111,7 +121,7 @@ def render(run: Run, data: dict[str, Any]) -> str:
         f"- date: {data['date']}; GPU: {data['gpu']}; torch {data['torch']}; triton "
         f"{data['triton']}; CUDA {torch.version.cuda}",
         f"- commit: {data['commit']}",
-        f"- command: `{shlex.join(['python', *sys.argv])}`",
+        f"- command: `{runner.command()}`",
         f"- kernels: `{run.kernels_dir}` ({', '.join(files) or 'no files'})",
         f"- clock: {clock}",
         "- GB/s: the spec's bytes (each input read once, each output written once) / time; "

@@ -3,7 +3,7 @@ kernel files, eager PyTorch, torch.compile (max-autotune), Liger-Kernel and the 
 
 Why they share one path: a goal compares our kernel with the best alternative, which only means
 something if every variant runs on the same inputs, is timed by the same clock
-(autokernel.harness.timing.measure) and is checked against the same float64 reference. A variant
+(autokernel.timing.measure) and is checked against the same float64 reference. A variant
 that is wrong, raises or runs out of budget still becomes a row with a note, never a crash and
 never a silent gap.
 """
@@ -21,7 +21,12 @@ from types import ModuleType
 from typing import Any
 
 import torch
-from bench_cases import (
+
+from autokernel.harness.compiled import device_limits, forget, kernel_facts
+from autokernel.kernel_file import import_file
+from autokernel.specs import KernelSpec, dtype_name
+from autokernel.timing import host_per_call_us, measure
+from benchmarks.bench_cases import (
     COMPILE,
     COPY,
     EAGER,
@@ -36,10 +41,6 @@ from bench_cases import (
     case_row,
     deadline,
 )
-
-from autokernel.harness.compiled import device_limits, forget, kernel_facts
-from autokernel.harness.timing import host_per_call_us, measure
-from autokernel.specs import KernelSpec, dtype_name
 
 SEED = 0
 COPY_NUMEL_GPU = 2**30  # bf16 elements: 4.3 GB moved, the anchor's copy ceiling (4249 GB/s)
@@ -68,12 +69,7 @@ def _declared_type(path: Path) -> str | None:
 def load_module(path: Path, name: str) -> ModuleType:
     """Import a kernel file by path under `name` (registered, so its functions can be found
     again from kernel_fn.__module__)."""
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module
-    module_spec.loader.exec_module(module)
-    return module
+    return import_file(path, name, register=True)
 
 
 def load_kernels(kernels_dir: Path, op: str) -> list[tuple[str, Callable | None, str]]:

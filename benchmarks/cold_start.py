@@ -4,26 +4,25 @@ first evaluation 12-21 % slower than later re-measurements of the same kernel.)
 In one process: time a kernel at its spec's GPU benchmark sizes three times in a row, then after
 a GPU busy spell (a bf16 matmul loop), twice more. Prints one JSON object.
 
-    python benchmarks/cold_start.py --type rmsnorm [--burn-s 1.0] [--commit SHA]
+    python -m benchmarks.cold_start --type rmsnorm [--burn-s 1.0] [--commit SHA]
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
-import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from autokernel.harness.timing import measure  # noqa: E402
+from autokernel.kernel_file import import_file  # noqa: E402
 from autokernel.specs import SPECS  # noqa: E402
 from autokernel.stats import geomean  # noqa: E402
+from autokernel.timing import measure  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 
 def burn(seconds: float) -> int:
@@ -41,13 +40,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--type", default="rmsnorm")
     ap.add_argument("--burn-s", type=float, default=1.0)
-    ap.add_argument("--commit", default="")
-    args = ap.parse_args()
+    args = runner.add_arguments(ap).parse_args()
+    args.commit = args.commit or runner.tree_commit()
     spec = SPECS[args.type]
     path = ROOT / "kernels" / f"{args.type}.py"
-    mod_spec = importlib.util.spec_from_file_location("cold_kernel", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)
+    module = import_file(path, "cold_kernel")
     gen = torch.Generator(device="cuda").manual_seed(0)
     cases = []
     for size in spec.sizes(True).bench:
@@ -67,6 +64,9 @@ def main() -> None:
         rounds.append(
             {"when": f"after a {args.burn_s:g} s matmul burn, round {i + 1}", **one_round()}
         )
+    rows = [{"when": r["when"], "geomean_us": r["geomean_us"], **r["per_size_us"]} for r in rounds]
+    runner.record("cold_start", rows, runner.table(rows), commit=args.commit,
+                  results=args.results, extra={"type": args.type, "burn_matmuls": matmuls})  # fmt: skip
     print(json.dumps({
         "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
         "commit": args.commit, "type": args.type, "burn_matmuls": matmuls, "rounds": rounds,

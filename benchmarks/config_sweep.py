@@ -1,7 +1,7 @@
 """Time many CONFIGs of one kernel file at one size, in one process: where is the roofline
 reachable, and which knob gets there?
 
-    python benchmarks/config_sweep.py --jobs sweep.json --out benchmarks/results/x.json [--commit SHA]
+    python -m benchmarks.config_sweep --jobs sweep.json --out benchmarks/results/x.json [--commit SHA]
 
 sweep.json is a list of jobs: {"type": "softmax", "size": {"rows": 4096, "cols": 50257},
 "dtype": "float16", "grid": {"VARIANT": ["online"], "num_warps": [8, 16]}, "file": optional
@@ -28,13 +28,14 @@ from pathlib import Path
 
 import torch
 
-# bench_cases first: it sets TRITON_INTERPRET without CUDA before triton is imported.
-from bench_cases import ON_GPU, ROOT
-from bench_variants import SEED, free_memory, load_module, reference, rel_err
-
 from autokernel.harness.compiled import device_limits, forget, kernel_facts
-from autokernel.harness.timing import measure
 from autokernel.specs import SPECS, dtype_name, parse_dtype
+from autokernel.timing import measure
+from benchmarks import runner
+
+# bench_cases first: it sets TRITON_INTERPRET without CUDA before triton is imported.
+from benchmarks.bench_cases import ON_GPU, ROOT
+from benchmarks.bench_variants import SEED, free_memory, load_module, reference, rel_err
 
 
 def _combos(grid: dict[str, list]) -> list[dict]:
@@ -95,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown")
     ap.add_argument("--budget-s", type=float, default=500.0)
-    args = ap.parse_args(argv)
+    args = runner.add_arguments(ap).parse_args(argv)
+    args.commit = args.commit or runner.tree_commit()
     jobs = json.loads(args.jobs.read_text())
     device = torch.device("cuda" if ON_GPU else "cpu")
     deadline_at = time.monotonic() + args.budget_s
@@ -127,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             "jobs": results,
         }
         args.out.write_text(json.dumps(data, indent=1) + "\n")
+    summary = [{k: r[k] for k in ("type", "shape", "dtype", "best")} for r in results]
+    runner.record("config_sweep", summary, runner.table(summary), commit=args.commit,
+                  results=args.results, extra={"jobs": results})  # fmt: skip
     for r in results:
         print(r["type"], r["shape"], r["dtype"], "best:", r["best"])
     return 0

@@ -23,19 +23,26 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-from cuda_backend_report import CUDA, TRITON, Report, Row, guarded, verdict_summary, write  # noqa: E402
 
 from autokernel import cuda_build  # noqa: E402
 from autokernel.harness.guards import literal_assignment  # noqa: E402
 from autokernel.harness.sandbox import Options, evaluate  # noqa: E402
 from autokernel.harness.stages import to_float64  # noqa: E402
-from autokernel.harness.timing import measure  # noqa: E402
 from autokernel.specs import dtype_name, get_spec  # noqa: E402
+from autokernel.timing import measure  # noqa: E402
+from benchmarks import runner  # noqa: E402
+from benchmarks.cuda_backend_report import (  # noqa: E402
+    CUDA,
+    TRITON,
+    Report,
+    Row,
+    guarded,
+    verdict_summary,
+    write,
+)
 
 TYPES = ("rmsnorm", "layernorm", "softmax", "cross_entropy", "reduce", "rotary_embedding",
          "matmul")  # fmt: skip
@@ -156,12 +163,12 @@ def time_kind(report: Report, kind: str, deadline: float) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = runner.add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--commit", default="unknown", help="the commit measured (no git on the GPU)")
     ap.add_argument("--budget-s", type=float, default=110.0)
     ap.add_argument("--types", default=",".join(TYPES))
     args = ap.parse_args()
+    args.commit = args.commit or runner.tree_commit()
     start = time.monotonic()
     deadline = start + args.budget_s
     kinds = [k for k in args.types.split(",") if k]
@@ -196,6 +203,8 @@ def main() -> int:
         f"wall time {time.monotonic() - start:.0f} s of a {args.budget_s:g} s budget"
     )
     md, js = flush()
+    runner.record("cuda_backend", report.to_json()["rows"], md.read_text(), commit=args.commit,
+                  results=args.results)  # fmt: skip
     print(f"wrote {md} and {js}: {len(report.rows)} rows, {len(report.errors)} failed steps")
     return 0
 

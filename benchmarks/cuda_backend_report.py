@@ -9,13 +9,13 @@ build times, and every step that failed, so one broken starter never loses the o
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from autokernel.atomic import write_atomic
 
 MEMORY_GOAL = 0.85  # of the copy ceiling, memory-bound starters at the benchmark sizes
 MATMUL_GOAL = 0.70  # of cuBLAS at 4096^3 bf16
@@ -156,7 +156,7 @@ def markdown(report: Report, memory_ops: set[str]) -> str:
         f"torch {report.torch}, Triton {report.triton}, nvcc {report.nvcc}, commit "
         f"{report.commit}. Command: `{report.command}`.",
         "",
-        "Timings: `autokernel.harness.timing.measure` (do_bench median, L2 flushed), bf16, on one",
+        "Timings: `autokernel.timing.measure` (do_bench median, L2 flushed), bf16, on one",
         "set of random inputs per size; rel_err = max |out - ref| / max |ref| against float64.",
         "",
         "## Builds (nvcc, -cubin -arch for this GPU)",
@@ -198,13 +198,6 @@ def write(report: Report, out_dir: Path, memory_ops: set[str]) -> tuple[Path, Pa
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / f"h200-cuda-{report.date}.md"
     js = out_dir / "h200-cuda-latest.json"
-    _atomic(md, markdown(report, memory_ops))
-    _atomic(js, json.dumps(report.to_json(), indent=1, default=str) + "\n")
+    write_atomic(md, markdown(report, memory_ops))
+    write_atomic(js, json.dumps(report.to_json(), indent=1, default=str) + "\n")
     return md, js
-
-
-def _atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -18,18 +18,17 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from autokernel.agents.tuner import Tuner, read_config  # noqa: E402
 from autokernel.eval_job import Job  # noqa: E402
 from autokernel.harness.verdict import Status, Timing, Verdict  # noqa: E402
 from autokernel.loop import Settings  # noqa: E402
+from autokernel.orchestrate import Rules, new_state  # noqa: E402
 from autokernel.parallel import ParallelLoop  # noqa: E402
 from autokernel.pool import DONE, Event  # noqa: E402
 from autokernel.results import ResultsLog  # noqa: E402
 from autokernel.targets import single  # noqa: E402
 from autokernel.workspace import Workspace  # noqa: E402
-from orchestrate import Rules, new_state  # noqa: E402
 
 
 def _us(config: dict) -> float:

@@ -26,11 +26,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 T0 = time.perf_counter()
 NARROW_TYPES = ("layernorm", "reduce", "rmsnorm", "softmax")
-USAGE = "usage: python benchmarks/harness_diag.py profile TYPE | narrow | hostprof"
+USAGE = "usage: python -m benchmarks.harness_diag profile TYPE | narrow | hostprof"
 SPARE = (
     "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
     "import triton, autokernel.specs, time; time.sleep(3)"
@@ -106,7 +105,7 @@ def narrow() -> None:
     from autokernel.harness import worker
     from autokernel.harness.benchmark import Peaks, time_candidate
     from autokernel.harness.stages import run_stages
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     for kind in NARROW_TYPES:
         mod = _kernel(kind)

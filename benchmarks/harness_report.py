@@ -5,7 +5,7 @@ start included) cold (first evaluation: baselines measured and cached) and warm 
 pays per experiment), latency, throughput, % of measured peak, speedup vs eager and
 torch.compile. Writes a markdown table and the raw verdicts.
 
-    python benchmarks/harness_report.py --out benchmarks/results/h200-harness-YYYY-MM-DD.md
+    python -m benchmarks.harness_report --out benchmarks/results/h200-harness-YYYY-MM-DD.md
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,26 +21,10 @@ import torch
 import triton
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from autokernel.harness.sandbox import Options, evaluate  # noqa: E402
 from autokernel.specs import SPECS  # noqa: E402
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except OSError:
-        return "unknown"
+from benchmarks import runner  # noqa: E402
 
 
 def render(rows: list, args: argparse.Namespace) -> list[str]:
@@ -53,8 +36,8 @@ def render(rows: list, args: argparse.Namespace) -> list[str]:
         "",
         f"- date: {dt.date.today().isoformat()}",
         f"- GPU: {gpu}; torch {torch.__version__}; triton {triton.__version__}; CUDA {torch.version.cuda}",
-        f"- commit: {args.commit or _commit()}",
-        f"- command: `python benchmarks/harness_report.py {' '.join(sys.argv[1:])}`",
+        f"- commit: {args.commit}",
+        f"- command: `python -m benchmarks.harness_report {' '.join(sys.argv[1:])}`",
         f"- harness s = wall time of `evaluate()` (worker process start, imports, five stages, benchmark); "
         f"cold = first evaluation on the machine (baselines incl. torch.compile measured and cached), "
         f"warm = median of {args.warm_runs} later evaluations (what the loop pays per experiment).",
@@ -94,12 +77,12 @@ def render(rows: list, args: argparse.Namespace) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = runner.add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--types", default=",".join(SPECS))
     ap.add_argument("--warm-runs", type=int, default=3)
-    ap.add_argument("--commit", default=None)
     args = ap.parse_args()
+    args.commit = args.commit or runner.tree_commit()
     types = args.types.split(",")
     rows, verdicts = [], {}
     for name in types:
@@ -117,6 +100,12 @@ def main() -> int:
         args.out.with_suffix(".json").write_text(json.dumps(verdicts, indent=1))
         args.out.write_text("\n".join(render(rows, args)) + "\n")
     lines = render(rows, args)
+    summary = [{"type": name, "cold": cold.status.value, "cold_s": round(cold.harness_s, 2),
+                "warm": [w.status.value for w in warm],
+                "warm_s": [round(w.harness_s, 2) for w in warm], "message": last.message}
+               for name, cold, warm, last in rows]  # fmt: skip
+    runner.record("harness_report", summary, "\n".join(lines), commit=args.commit,
+                  results=args.results)  # fmt: skip
     print("\n".join(lines))
     return 0
 

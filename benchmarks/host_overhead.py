@@ -13,7 +13,7 @@ are the interpreter's execution time, good for checking that the script works, n
 figures are kernel_fn's own Python (planning, allocation, argument handling) and the op's
 routing: the part of the host path this repository controls, measurable on a CPU.
 
-    python benchmarks/host_overhead.py [--types rmsnorm softmax] [--json rows.json] [--out t.md]
+    python -m benchmarks.host_overhead [--types rmsnorm softmax] [--json rows.json] [--out t.md]
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import datetime as dt
 import json
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -35,12 +34,12 @@ if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"  # before triton or any kernel file is imported
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the device copy of the tree is not pip-installed
 
 import triton  # noqa: E402
 
 from autokernel import kernel_ops  # noqa: E402
 from autokernel.specs import SPECS, KernelSpec, Size  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 DIRECT, OP, TORCH = "autokernel host", "autokernel op host", "torch host"
 GOAL_US = 12.0  # issue 13: median host time per call at the smallest benchmark size
@@ -147,11 +146,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=20 if ON_GPU else 2)
     ap.add_argument("--json", type=Path, help="write the rows here as JSON")
     ap.add_argument("--out", type=Path, help="write the markdown table here")
-    ap.add_argument("--commit", default="")
     ap.add_argument(
         "--stub-launches", action="store_true", help="time kernel_fn without its launches"
     )
-    args = ap.parse_args()
+    args = runner.add_arguments(ap).parse_args()
+    args.commit = args.commit or runner.tree_commit()
     rows = [
         r for k in args.types for r in measure_type(k, args.calls, args.rounds, args.stub_launches)
     ]
@@ -171,6 +170,8 @@ def main() -> None:
         args.json.write_text(json.dumps(data, indent=1) + "\n")
     if args.out:
         args.out.write_text(table)
+    runner.record("host_overhead", rows, table, commit=args.commit, results=args.results,
+                  extra={k: data[k] for k in ("calls", "rounds", "stub_launches")})  # fmt: skip
     print(table)
 
 

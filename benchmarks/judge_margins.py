@@ -6,7 +6,7 @@ over a batch of back-to-back calls, the limit it is held to (benchmark.wall_limi
 wall / limit (an honest kernel must stay well below 1). Also the verdict, the harness seconds
 and the benchmark phase's seconds, so the cost of the cross-check is visible.
 
-    python benchmarks/judge_margins.py [--types softmax,reduce] [--quick]
+    python -m benchmarks.judge_margins [--types softmax,reduce] [--quick]
 
 On the CPU (the interpreter) only the mechanics are checked: use --types reduce --quick.
 Prints one JSON line per size, then a Markdown table.
@@ -20,15 +20,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str]) -> int:
     from autokernel.harness.benchmark import wall_limit_us
     from autokernel.harness.sandbox import Options, evaluate
     from autokernel.specs import SPECS
+    from benchmarks import runner
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = runner.add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--types", default=",".join(SPECS), help="comma-separated kernel types")
     parser.add_argument("--quick", action="store_true", help="first benchmark size only")
     args = parser.parse_args(argv)
@@ -52,12 +52,10 @@ def main(argv: list[str]) -> int:
                          "judge_wall_us": round(wall, 2), "limit_us": round(limit, 2),
                          "wall_over_limit": round(wall / limit, 3)})  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
-    print("\n| type | status | size | claimed us | judge wall us | limit us | wall/limit |"
-          " harness s | benchmark s |\n|---|---|---|---|---|---|---|---|---|")  # fmt: skip
-    for r in rows:
-        print(f"| {r['type']} | {r['status']} | {r.get('size', '-')} | {r.get('claimed_us', '-')} "
-              f"| {r.get('judge_wall_us', '-')} | {r.get('limit_us', '-')} "
-              f"| {r.get('wall_over_limit', '-')} | {r['harness_s']} | {r['benchmark_s']} |")  # fmt: skip
+    table = runner.table(rows, ["type", "status", "size", "claimed_us", "judge_wall_us",
+                                "limit_us", "wall_over_limit", "harness_s", "benchmark_s"])  # fmt: skip
+    runner.record("judge_margins", rows, table, commit=args.commit, results=args.results)
+    print("\n" + table)
     return 0
 
 

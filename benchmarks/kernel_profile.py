@@ -8,7 +8,7 @@ occupancy, registers, local-memory (spill) traffic and the L2 hit rate. Beside i
 benchmark's do_bench median of the same variant (--bench-json): where that is well above the
 kernel time, the host, not the kernel, sets the figure.
 
-    python benchmarks/kernel_profile.py --out P.md --json P.json --commit C [--bench-json B.json]
+    python -m benchmarks.kernel_profile --out P.md --json P.json --commit C [--bench-json B.json]
 
 Each target runs in its own process under `ncu --profile-from-start off`; the target warms its
 variant up, then calls it once between cudaProfilerStart and Stop. Without ncu or CUDA (CI) the
@@ -27,12 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import bench_cases  # noqa: F401  (sets TRITON_INTERPRET before triton loads, on CPU)
-import ncu_counters as ncu
 import torch
-from bench_cases import BF16, COMPILE, EAGER, FP16, ON_GPU, OURS, ROOT
 
+import benchmarks.bench_cases  # noqa: F401  (sets TRITON_INTERPRET before triton loads, on CPU)
+import benchmarks.ncu_counters as ncu
+from autokernel.atomic import write_atomic
 from autokernel.specs import SPECS, dtype_name, parse_dtype
+from benchmarks import runner
+from benchmarks.bench_cases import BF16, COMPILE, EAGER, FP16, ON_GPU, OURS, ROOT
 
 TARGET_TIMEOUT_S = 150
 COMPILE_TIMEOUT_S = 300  # a cold max-autotune compile under ncu's interception
@@ -80,7 +82,7 @@ NARROW: tuple[tuple[str, dict[str, int], torch.dtype, tuple[str, ...]], ...] = t
 
 
 def _variant_fn(op: str, variant: str, args: tuple) -> Any:
-    from bench_variants import _compiled, _eager, load_kernels
+    from benchmarks.bench_variants import _compiled, _eager, load_kernels
 
     spec = SPECS[op]
     if variant == OURS:
@@ -97,7 +99,7 @@ def _variant_fn(op: str, variant: str, args: tuple) -> Any:
 
 def run_target(op: str, size: dict[str, int], dtype: torch.dtype, variant: str) -> None:
     """The process ncu watches: warm up (compiles, autotunes), then one call in the range."""
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     device = torch.device("cuda" if ON_GPU else "cpu")
     gen = torch.Generator(device=device).manual_seed(0)
@@ -125,7 +127,7 @@ def _graph_time(fn: Any, args: tuple) -> dict[str, Any]:
     """GPU time of one call with no host in it: the call captured in a CUDA graph, replayed by
     do_bench (L2 flushed before each replay). Beside the benchmark's figure, the difference is
     what the host's launch path costs a kernel shorter than it."""
-    from autokernel.harness.timing import measure
+    from autokernel.timing import measure
 
     try:
         side = torch.cuda.Stream()
@@ -152,7 +154,7 @@ def profile(
 ) -> dict[str, Any]:
     """One target under ncu (retrying without metrics ncu does not know), or bare without it;
     never past left_s, so the files are written before an outer timeout."""
-    argv = [sys.executable, str(Path(__file__).resolve()), "--target", op, json.dumps(size)]
+    argv = [sys.executable, "-m", "benchmarks.kernel_profile", "--target", op, json.dumps(size)]
     argv += [dtype_name(dtype), variant]
     deadline = time.perf_counter() + left_s
     spec = SPECS[op]
@@ -172,7 +174,8 @@ def profile(
         cap = COMPILE_TIMEOUT_S if variant == COMPILE else TARGET_TIMEOUT_S
         timeout = max(1.0, min(cap, deadline - t0))
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
+                                  cwd=ROOT)  # fmt: skip
             output, rc = proc.stdout + proc.stderr, proc.returncode
         except subprocess.TimeoutExpired as exc:
             partial = exc.stdout.decode(errors="replace") if exc.stdout else ""
@@ -277,14 +280,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--target", nargs=4, metavar=("OP", "SIZE_JSON", "DTYPE", "VARIANT"))
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks/results/profile.md")
     p.add_argument("--json", type=Path, default=ROOT / "benchmarks/results/profile.json")
-    p.add_argument("--commit", default="unknown")
     p.add_argument("--bench-json", type=Path, help="h200-latest.json-style rows to set beside")
     p.add_argument("--types", default="", help="comma-separated ops (default: every target)")
     p.add_argument("--budget-s", type=float, default=540.0)
     p.add_argument("--smoke", action="store_true", help="CPU: interpreter sizes, no counters")
     p.add_argument("--narrow", action="store_true", help="ours and eager at the narrow sizes")
     p.add_argument("--no-ncu", action="store_true", help="no counters: do_bench and graph times")
-    a = p.parse_args(argv)
+    a = runner.add_arguments(p).parse_args(argv)
+    a.commit = a.commit or runner.tree_commit()
     if a.target:
         op, size, dtype, variant = a.target
         run_target(op, json.loads(size), parse_dtype(dtype), variant)
@@ -307,11 +310,12 @@ def main(argv: list[str] | None = None) -> int:
         us = (rec.get("profile") or {}).get("us") or rec.get("us")
         print(f"[{i + 1}/{len(plan)}] {op} {rec['shape']} {variant}: {_fmt(us)} µs", flush=True)
         _write(a, records, bench)  # after every target: a cut run keeps what it measured
-    _write(a, records, bench)
+    runner.record("kernel_profile", records, _write(a, records, bench), commit=a.commit,
+                  results=a.results)  # fmt: skip
     return 0
 
 
-def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dict]) -> None:
+def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dict]) -> str:
     tool = ncu.available() if ON_GPU and not a.no_ncu else None
     title = "Hardware counters of the goals missed" if tool else "Kernel and host times, no ncu"
     how = (
@@ -337,14 +341,10 @@ def _write(a: argparse.Namespace, records: list[dict[str, Any]], bench: list[dic
         "peak are read under replay, where the clocks can ramp down between passes: compare "
         "bytes and occupancy, not these times.",
     ]
-    for path, text in (
-        (a.out, markdown(records, head, bench)),
-        (a.json, json.dumps({"commit": a.commit, "records": records}, indent=1)),
-    ):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+    text = markdown(records, head, bench)
+    write_atomic(a.out, text)
+    write_atomic(a.json, json.dumps({"commit": a.commit, "records": records}, indent=1))
+    return text
 
 
 if __name__ == "__main__":

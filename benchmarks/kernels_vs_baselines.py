@@ -1,7 +1,7 @@
 """Our kernels beside eager PyTorch, torch.compile (max-autotune), Liger-Kernel and the copy
 ceiling, at every type and size that issue 5's goals name: one device call, two files.
 
-    python benchmarks/kernels_vs_baselines.py --out benchmarks/results/h200-YYYY-MM-DD.md \
+    python -m benchmarks.kernels_vs_baselines --out benchmarks/results/h200-YYYY-MM-DD.md \
         --json benchmarks/results/h200-latest.json --commit SHA [--kernels-dir optimized]
 
 Why one script in one call: each goal compares our kernel with the best alternative, and only
@@ -12,11 +12,10 @@ both files are rewritten after every size, so a cut run still says what it measu
 Without CUDA, --smoke runs tiny sizes under the Triton interpreter (perf_counter medians labelled
 CPU) and writes the same schema: that is what CI checks.
 
-This file is the runner: arguments, the budget and order of the plan, and writing both files.
-The rest lives beside it, imported as top-level modules because the script's own directory is
-on sys.path when it runs: bench_cases.py (sizes, plan, rows, budget), bench_variants.py
-(building and timing each variant), bench_goals.py (issue 5's goals and verdicts) and
-bench_markdown.py (the report).
+This file holds the arguments, the budget and order of the plan, and writing both files (and the
+run's record, through benchmarks.runner). The rest lives beside it in the package:
+bench_cases.py (sizes, plan, rows, budget), bench_variants.py (building and timing each
+variant), bench_goals.py (issue 5's goals and verdicts) and bench_markdown.py (the report).
 """
 
 from __future__ import annotations
@@ -28,16 +27,17 @@ T0 = time.perf_counter()  # imports and CUDA start-up count against the budget
 import argparse  # noqa: E402
 import datetime as dt  # noqa: E402
 import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
+from autokernel.atomic import write_atomic  # noqa: E402
+from benchmarks import runner  # noqa: E402
+
 # bench_cases loads first (it also sorts first): without CUDA it sets TRITON_INTERPRET, which
 # triton only honours if set before it is imported; so triton is not imported at the top here.
-from bench_cases import (  # noqa: E402
+from benchmarks.bench_cases import (  # noqa: E402
     ON_GPU,
     OPS,
     OURS,
@@ -48,8 +48,8 @@ from bench_cases import (  # noqa: E402
     gpu_plan,
     smoke_plan,
 )
-from bench_markdown import render  # noqa: E402
-from bench_variants import WRITE_RESERVE_S, copy_row, free_memory, run_case  # noqa: E402
+from benchmarks.bench_markdown import render  # noqa: E402
+from benchmarks.bench_variants import WRITE_RESERVE_S, copy_row, free_memory, run_case  # noqa: E402
 
 MIN_CASE_S = 10.0  # GPU: a size needs at least this long (inputs, reference, three timings)
 
@@ -76,18 +76,11 @@ def execute(run: Run) -> None:
         write_outputs(run)
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def gpu_name(run: Run) -> str:
     return torch.cuda.get_device_name() if run.device.type == "cuda" else "cpu"
 
 
-def write_outputs(run: Run) -> None:
+def write_outputs(run: Run) -> tuple[dict, str]:
     import triton  # loaded by now (bench_cases set TRITON_INTERPRET first): just its version
 
     data = {
@@ -98,35 +91,22 @@ def write_outputs(run: Run) -> None:
         "date": dt.date.today().isoformat(),
         "rows": [r.to_json() for r in run.rows],
     }
-    _write_atomic(run.json_path, json.dumps(data, indent=1) + "\n")
-    _write_atomic(run.out, render(run, data))
-
-
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"  # the device copy has no git: pass --commit
+    text = render(run, data)
+    write_atomic(run.json_path, json.dumps(data, indent=1) + "\n")
+    write_atomic(run.out, text)
+    return data, text
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="markdown report")
     ap.add_argument("--json", type=Path, default=None, help="rows as JSON (default: --out .json)")
-    ap.add_argument("--commit", default=None, help="commit of the tree (no git on the device)")
     ap.add_argument("--kernels-dir", type=Path, default=ROOT / "kernels")
     ap.add_argument("--types", nargs="+", default=[",".join(OPS)], help="comma-separated types")
     ap.add_argument("--budget-s", type=float, default=540.0, help="wall seconds for everything")
     ap.add_argument("--smoke", action="store_true", help="tiny sizes; required without CUDA")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
-    return ap.parse_args(argv)
+    return runner.add_arguments(ap).parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     run = Run(
         out=args.out,
         json_path=args.json or args.out.with_suffix(".json"),
-        commit=args.commit or _commit(),
+        commit=args.commit or runner.tree_commit(),
         kernels_dir=args.kernels_dir.resolve(),
         budget_s=args.budget_s,
         smoke=args.smoke,
@@ -155,6 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     torch.set_grad_enabled(False)
     execute(run)
+    data, text = write_outputs(run)
+    runner.record("kernels_vs_baselines", data["rows"], text, commit=run.commit,
+                  results=args.results)  # fmt: skip
     wrong = [r for r in run.rows if r.variant.startswith(OURS) and r.wrong]
     print(
         f"wrote {run.out} and {run.json_path}: {len(run.rows)} rows, {len(wrong)} of ours "

@@ -1,8 +1,8 @@
 """Whole Hugging Face models with our kernels plugged in, in every mode: one device call, two files.
 
-    python benchmarks/models.py --starters --commit SHA          # H200: four models, <= 4 min
-    python benchmarks/models.py --workspace runs/llama --models llama --commit SHA
-    python benchmarks/models.py --tiny --starters --no-compile --out-dir /tmp/m   # CPU check
+    python -m benchmarks.models --starters --commit SHA          # H200: four models, <= 4 min
+    python -m benchmarks.models --workspace runs/llama --models llama --commit SHA
+    python -m benchmarks.models --tiny --starters --no-compile --out-dir /tmp/m   # CPU check
 
 Llama-, Qwen2-, GPT-2- and BERT-family models are built from configs (random weights, bf16,
 4 x 1024 tokens a forward), then each goes through verify as a user's model would
@@ -41,9 +41,9 @@ import torch  # noqa: E402
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported: CPU kernels
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run by path: the project's modules, not an installed copy
 
 from autokernel.verify import VerifyError, collect_kernels, conclude, verify_model  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 # family -> (config class, model class, config at GPU size, batch, seq)
 GPU = {
@@ -220,10 +220,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=None)
     ap.add_argument("--rounds", type=int, default=0, help="interleaved rounds (0: 3 GPU, 1 CPU)")
     ap.add_argument("--budget-s", type=float, default=220.0)
-    ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out-dir", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--prefix", default="h200")
-    args = ap.parse_args(argv)
+    args = runner.add_arguments(ap).parse_args(argv)
+    args.commit = args.commit or runner.tree_commit()
     if args.cuda_graphs is None:
         args.cuda_graphs = torch.cuda.is_available()
     if args.mode == "compile" and args.no_compile:
@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    runner.record("models", out["rows"], markdown(out), commit=args.commit, results=args.results,
+                  extra={"skipped": out["skipped"], "mode": out["mode"]})  # fmt: skip
     print(json.dumps({"rows": out["rows"], "skipped": out["skipped"],
                       "seconds": out["seconds"]}, indent=1))  # fmt: skip
     return 0

@@ -6,8 +6,8 @@ read 118-120 % on single-op files), the figure the attribution gave before it le
 device-side spans of record_function ranges, how many such spans torch linked to a range's CPU
 event, and with --compile the compiled forward and each target's compiled figure and source.
 
-    python benchmarks/profile_check.py --json benchmarks/results/h200-profile-check.json
-    python benchmarks/profile_check.py --small --no-compile      # CPU, tiny sizes (the test)
+    python -m benchmarks.profile_check --json benchmarks/results/h200-profile-check.json
+    python -m benchmarks.profile_check --small --no-compile      # CPU, tiny sizes (the test)
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from autokernel.attribution import FORWARD_LABEL  # noqa: E402
 from autokernel.model_input import ModelSource, load_model  # noqa: E402
 from autokernel.profiler import add_compiled, plan_data, run_profile  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 # name → (forward expression over x / a, b; inputs at LLM-scale sizes; inputs at tiny sizes)
 SINGLE_OPS = {
@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", type=Path, help="also write the rows here")
-    ap.add_argument("--commit", default="", help="the checkout's commit (no git on the GPU box)")
-    args = ap.parse_args(argv)
+    args = runner.add_arguments(ap).parse_args(argv)
+    args.commit = args.commit or runner.tree_commit()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         paths = [_write(Path(tmp), name, fwd, small if args.small else big)
@@ -144,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(json.dumps(row), flush=True)
     print(markdown(rows))
+    runner.record("profile_check", rows, markdown(rows), commit=args.commit, results=args.results)
     if args.json:
         meta = {"torch": torch.__version__, "commit": args.commit,
                 "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}  # fmt: skip

@@ -10,8 +10,8 @@ the machine's load hits both alike:
 
 Prints one JSON object. The issue's goal: at most 0.3 s of overhead per evaluation on the H200.
 
-    python benchmarks/sandbox_overhead.py --n 10            # CPU here: bare and worker
-    python benchmarks/sandbox_overhead.py --n 10 --evals 5  # the GPU box
+    python -m benchmarks.sandbox_overhead --n 10            # CPU here: bare and worker
+    python -m benchmarks.sandbox_overhead --n 10 --evals 5  # the GPU box
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from autokernel.harness import containment, prestart, sandbox  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 READY_TIMEOUT_S = 600.0
 
@@ -116,7 +116,7 @@ def _paired(n: int, measure: Callable[[], float], warmup: int = 1) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = runner.add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
     parser.add_argument("--n", type=int, default=10, help="runs per mode and measurement")
     parser.add_argument("--evals", type=int, default=0, help="full evaluations per mode")
     parser.add_argument("--kernel", type=Path, default=ROOT / "kernels" / "softmax.py")
@@ -138,7 +138,10 @@ def main() -> int:
     if args.evals > 0:
         out["evaluate_warm"] = _evaluate(args.kernel.resolve(), force_cpu, args.evals)
     _set_mode(True)
-    print(json.dumps(out, indent=1))
+    text = json.dumps(out, indent=1)
+    runner.record("sandbox_overhead", [out], f"```json\n{text}\n```", commit=args.commit,
+                  results=args.results)  # fmt: skip
+    print(text)
     return 0
 
 

@@ -28,7 +28,6 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from autokernel.results import ResultsLog  # noqa: E402
 from autokernel.worker_log import WorkerLog, summarize  # noqa: E402

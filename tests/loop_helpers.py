@@ -16,10 +16,10 @@ from autokernel.agents.base import Context, InvalidReply, Proposal
 from autokernel.agents.tuner import Tuner, read_config, write_config
 from autokernel.harness.verdict import Check, Status, Timing, Verdict
 from autokernel.loop import Loop, Settings
+from autokernel.orchestrate import Rules, new_state
 from autokernel.results import ResultsLog
 from autokernel.targets import Target, single
 from autokernel.workspace import Workspace
-from orchestrate import Rules, new_state
 
 
 def default_speed(config: dict) -> float:
@@ -150,7 +150,7 @@ def reopen(
     root: Path, harness: FakeHarness, agent=None, max_experiments=None, rules: Rules | None = None
 ) -> Loop:
     """A fresh process's view of the run: state from disk, branch checked out again."""
-    from orchestrate import load
+    from autokernel.orchestrate import load
 
     state = load(root)
     assert state is not None

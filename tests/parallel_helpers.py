@@ -17,12 +17,12 @@ from autokernel.agents.tuner import Tuner, read_config
 from autokernel.eval_job import COMPARE, Job
 from autokernel.harness.interleave import Comparison
 from autokernel.loop import Settings
+from autokernel.orchestrate import Rules, load, new_state
 from autokernel.parallel import ParallelLoop
 from autokernel.pool import DONE, LOST, Event
 from autokernel.results import ResultsLog
 from autokernel.targets import Target, single
 from autokernel.workspace import Workspace
-from orchestrate import Rules, load, new_state
 
 
 class FakePool:

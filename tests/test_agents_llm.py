@@ -101,6 +101,7 @@ def closed_port() -> int:
 # OpenAI
 
 
+@pytest.mark.slow
 def test_openai_good_reply_becomes_a_proposal():
     with ScriptedLLMServer([reply(GOOD, prompt_tokens=300, completion_tokens=45)]) as server:
         proposal = openai_agent(server).propose(ctx())
@@ -139,6 +140,7 @@ def test_three_malformed_replies_raise_invalid_reply_with_tokens():
     assert len(server.requests) == 3
 
 
+@pytest.mark.slow
 def test_429_honours_retry_after():
     waits: list[str] = []
     script = [Response(429, "rate limited", {"Retry-After": "1"}), reply(GOOD)]
@@ -160,6 +162,7 @@ def test_500_then_success():
     assert len(waits) == 1 and "HTTP 500: internal" in waits[0]
 
 
+@pytest.mark.slow
 def test_timeout_then_success():
     waits: list[str] = []
     with ScriptedLLMServer([Response(delay_s=2.5, body=GOOD), reply(GOOD)]) as server:
@@ -241,6 +244,7 @@ def test_secrets_are_redacted_from_waits_and_errors():
 # Anthropic
 
 
+@pytest.mark.slow
 def test_anthropic_good_reply():
     script = [reply(GOOD, prompt_tokens=500, completion_tokens=60)]
     with ScriptedLLMServer(script) as server:

@@ -13,8 +13,8 @@ from autokernel import backends, briefing
 from autokernel.agents.prompt import build_request
 from autokernel.agents.replies import ReplyError, parse_reply
 from autokernel.cli import app
+from autokernel.orchestrate import load
 from autokernel.results import ResultsLog
-from orchestrate import load
 
 TRITON = """KERNEL_TYPE = "softmax"
 BACKEND = "triton"

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "kernels_vs_baselines.py"
+SCRIPT = [sys.executable, "-m", "benchmarks.kernels_vs_baselines"]
 TYPES = (
     "matmul",
     "flash_attention",
@@ -39,8 +39,8 @@ FP32_TOL = 1e-4
 
 def run_script(tmp_path: Path, *extra: str) -> tuple[dict, str, list[str]]:
     out, js = tmp_path / "report.md", tmp_path / "rows.json"
-    cmd = [sys.executable, str(SCRIPT), "--smoke", "--out", str(out), "--json", str(js)]
-    cmd += ["--commit", "abc1234", *extra]
+    cmd = [*SCRIPT, "--smoke", "--out", str(out), "--json", str(js)]
+    cmd += ["--commit", "abc1234", "--results", str(tmp_path / "results"), *extra]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -114,7 +114,7 @@ def test_rows_for_every_type_with_the_issue_schema(shipped):
 @pytest.mark.slow
 def test_markdown_states_command_goals_and_one_table_per_type(shipped):
     _, md, cmd = shipped
-    assert " ".join(cmd[1:]) in md  # the exact command (interpreter path aside)
+    assert " ".join(["python", *cmd[1:]]) in md  # the exact command (interpreter path aside)
     assert "commit: abc1234" in md and "CPU smoke run" in md
     goals = md.split("## Goals (issue 5)", 1)[1].split("\n## ", 1)[0]
     verdicts = re.findall(
@@ -159,6 +159,7 @@ def kernel_fn(x, weight, bias, eps=1e-5):
 """
 
 
+@pytest.mark.slow
 def test_wrong_and_broken_kernels_are_reported_not_dropped(tmp_path):
     kernels = tmp_path / "kernels"
     kernels.mkdir()
@@ -192,16 +193,25 @@ def test_wrong_and_broken_kernels_are_reported_not_dropped(tmp_path):
     assert re.search(r"no figure: rmsnorm 64x1024 float32: autokernel: WRONG", md)
 
 
+@pytest.mark.slow
 def test_budget_cut_still_writes_both_files_and_says_what_was_skipped(tmp_path):
     data, md, _ = run_script(tmp_path, "--types", "softmax,matmul", "--budget-s", "0")
     rows = check_schema(data)
     assert rows and all(r["us"] is None and "budget" in r["note"] for r in rows)
     assert {r["op"] for r in rows} == {"copy", "softmax", "matmul"}
     assert "skipped: budget" in md and "## Goals (issue 5)" in md
+    # the run is recorded: one history line (rows, versions, commit, command) and latest.md
+    (entry,) = [json.loads(line) for line in (tmp_path / "results/cpu.jsonl").open()]
+    assert entry["question"] == "kernels_vs_baselines" and entry["commit"] == "abc1234"
+    assert entry["rows"] == data["rows"] and entry["markdown"] == md
+    assert entry["command"].startswith("python -m benchmarks.kernels_vs_baselines --smoke")
+    assert {"date", "gpu", "torch", "triton", "python"} <= set(entry)
+    assert "## cpu: kernels_vs_baselines" in (tmp_path / "results/latest.md").read_text()
 
 
+@pytest.mark.slow
 def test_unknown_type_is_refused(tmp_path):
-    cmd = [sys.executable, str(SCRIPT), "--smoke", "--out", str(tmp_path / "r.md")]
+    cmd = [*SCRIPT, "--smoke", "--out", str(tmp_path / "r.md")]
     proc = subprocess.run(
         [*cmd, "--types", "softmax,nope"],
         cwd=ROOT,
@@ -214,15 +224,16 @@ def test_unknown_type_is_refused(tmp_path):
     assert not (tmp_path / "r.md").exists()
 
 
+@pytest.mark.slow
 def test_harness_diag_probes_run_on_the_interpreter_and_refuse_unknown_ones():
     # The H200 figures in benchmarks/results/h200-diag-* come from this script: it must run.
-    diag = ROOT / "benchmarks" / "harness_diag.py"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    run = [sys.executable, str(diag)]
+    run = [sys.executable, "-m", "benchmarks.harness_diag"]
     proc = subprocess.run([*run, "hostprof"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     for kind in ("reduce", "layernorm", "softmax"):
         assert re.search(rf"{kind}: host per call under cProfile [\d.]+ us", proc.stdout)
-    bad = subprocess.run([*run, "nope"], capture_output=True, text=True, timeout=60, env=env)
+    bad = subprocess.run([*run, "nope"], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                         env=env)  # fmt: skip
     assert bad.returncode == 2 and "usage:" in bad.stderr

@@ -89,6 +89,7 @@ def test_tiers_replace_the_users_cache_paths(tmp_path):
 # ---- what a contained candidate can reach ------------------------------------------------------
 
 
+@pytest.mark.slow
 @contained
 def test_a_candidate_cannot_write_the_trusted_cache(tmp_path):
     body = (
@@ -102,6 +103,7 @@ def test_a_candidate_cannot_write_the_trusted_cache(tmp_path):
     assert not (cache_tiers.trusted_root() / "triton" / "planted.so").exists()
 
 
+@pytest.mark.slow
 @contained
 def test_a_candidate_sees_neither_the_users_caches_nor_the_baseline_store(tmp_path, monkeypatch):
     users = tmp_path / "users-triton"
@@ -114,6 +116,7 @@ def test_a_candidate_sees_neither_the_users_caches_nor_the_baseline_store(tmp_pa
     assert "seen: [False, False]" in _report(tmp_path, body)
 
 
+@pytest.mark.slow
 @contained
 def test_what_a_candidate_compiles_is_gone_for_the_next_evaluation(tmp_path):
     plant = (
@@ -133,6 +136,7 @@ def test_what_a_candidate_compiles_is_gone_for_the_next_evaluation(tmp_path):
 # ---- the baseline worker ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_baseline_worker_imports_no_kernel():
     worker = prestart.Worker.start(True, worker_env(), trusted=True)
     try:
@@ -146,6 +150,7 @@ def test_the_baseline_worker_imports_no_kernel():
         worker.close()
 
 
+@pytest.mark.slow
 def test_baselines_are_measured_once_and_the_judge_uses_the_stored_ones(tmp_path, monkeypatch):
     opts = Options(quick=True, compile_baseline=False, prestart=False, force_cpu=True)
     starts: list[bool] = []
@@ -185,6 +190,7 @@ def test_a_wiped_trusted_cache_makes_the_stored_baselines_stale(monkeypatch):
 # ---- what a candidate can take from the machine ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_candidate_is_the_first_to_go_and_writes_bounded_files(tmp_path):
     from autokernel.harness.worker import MAX_FILE_BYTES
 
@@ -228,6 +234,7 @@ def test_the_judge_reads_only_the_end_of_a_huge_stderr(tmp_path):
     assert time.perf_counter() - t0 < 1.0
 
 
+@pytest.mark.slow
 def test_a_candidates_words_reach_no_terminal_as_control_sequences(tmp_path):
     # clear screen, a fake keep line, the clipboard (OSC 52), a right-to-left override
     body = (

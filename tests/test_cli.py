@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
+import pytest
 from typer.testing import CliRunner
 
+import autokernel
+from autokernel import secrets
 from autokernel.cli import app
+from autokernel.secrets import MASK, register_secret
 
 runner = CliRunner()
 
@@ -16,6 +22,7 @@ def test_help_lists_commands():
     assert result.exit_code == 0 and "bench" in result.output
 
 
+@pytest.mark.slow
 def test_bench_starter_passes_and_writes_verdict_json(tmp_path):
     out = tmp_path / "verdict.json"
     result = runner.invoke(app, ["bench", "--kernel", "reduce", "--quick", "--json", str(out)])
@@ -26,6 +33,7 @@ def test_bench_starter_passes_and_writes_verdict_json(tmp_path):
     assert data["stages"][0]["name"] == "smoke"
 
 
+@pytest.mark.slow
 def test_bench_failing_kernel_exits_1_and_says_where(tmp_path):
     path = tmp_path / "kernel.py"
     path.write_text(
@@ -52,3 +60,58 @@ def test_unknown_kernel_type_lists_known_ones():
 def test_bad_dtype_is_rejected():
     result = runner.invoke(app, ["bench", "--kernel", "reduce", "--dtype", "int3"])
     assert result.exit_code == 2 and "float16" in result.output
+
+
+@pytest.mark.slow
+def test_version_short_help_and_python_dash_m():
+    version = runner.invoke(app, ["--version"])
+    assert version.exit_code == 0 and version.output.strip() == (
+        f"autokernel {autokernel.__version__} ({autokernel.DISTRIBUTION})"
+    )
+    for args in (["-h"], ["bench", "-h"], ["run", "-h"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0 and "--help" in result.output, args
+    out = subprocess.run([sys.executable, "-m", "autokernel", "--version"], capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0 and out.stdout == version.output
+
+
+def test_shell_completion_completes_commands_and_options():
+    def complete(words: str) -> list[str]:
+        env = {"_AUTOKERNEL_COMPLETE": "complete_bash", "COMP_WORDS": words,
+               "COMP_CWORD": str(len(words.split()) - 1)}  # fmt: skip
+        result = runner.invoke(app, [], prog_name="autokernel", env=env)
+        return result.output.split()
+
+    assert complete("autokernel be") == ["bench"]
+    assert "--agent-command" in complete("autokernel run --agent")
+    script = runner.invoke(app, ["--show-completion", "bash"], prog_name="autokernel")
+    assert "_AUTOKERNEL_COMPLETE" in script.output
+
+
+def test_messages_keep_their_brackets(tmp_path, monkeypatch):
+    """Rich markup must not eat `[openai]` (a pip extra) or `[redacted]` (a masked key)."""
+    monkeypatch.setattr(secrets, "_registered", set())  # this test's keys stay in this test
+    monkeypatch.setitem(sys.modules, "openai", None)  # the SDK is not installed
+    result = runner.invoke(
+        app, ["run", "--kernel", "softmax", "--agent", "openai", "--llm-model", "m", "-w",
+              str(tmp_path / "ws")], env={"OPENAI_API_KEY": "sk-brackets-test-0123456789"},
+    )  # fmt: skip
+    assert result.exit_code == 2
+    assert f"pip install '{autokernel.DISTRIBUTION}[openai]'" in result.output, result.output
+
+    register_secret("sk-never-printed-0123456789abcdef")
+    result = runner.invoke(app, ["bench", str(tmp_path / "sk-never-printed-0123456789abcdef")])
+    assert result.exit_code == 2 and f"{MASK}: no such file" in result.output, result.output
+
+
+def test_an_unknown_setting_is_one_line_naming_the_known_ones(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "autokernel.yaml").write_text("agent: tuner\nllm_modle: gpt-5\n")
+    result = runner.invoke(
+        app, ["run", "--kernel", "softmax", "--max-experiments", "1", "-w", str(ws)]
+    )
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert "llm_modle" in line and "known: agent, llm_model, base_url" in line, line

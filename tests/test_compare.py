@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from autokernel.harness.compare import compare, describe, shape_dtype_error
@@ -12,6 +13,7 @@ def test_within_tolerance_passes():
     assert compare(e + 0.009, e, atol=1e-2, rtol=0.0) is None
 
 
+@pytest.mark.slow
 def test_worst_element_is_located():
     e = torch.zeros(4, 5, dtype=torch.float64) + 1.0
     g = e.clone()

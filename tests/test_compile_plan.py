@@ -65,6 +65,7 @@ def test_each_target_gets_its_compiled_time_or_the_ratio():
     assert got[4] == pytest.approx((0.25, BY_RATIO))  # GEMMs and SiLU apart: the ratio 0.5
 
 
+@pytest.mark.slow
 def test_plan_with_compile_figures_round_trips_and_old_plans_load(tmp_path):
     loaded = load_model(ModelSource(path=EXAMPLES / "single_op.py"))
     prof = run_profile(loaded, iters=1, warmup=0)

@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 
+import pytest
 from loop_helpers import FakeHarness, ScriptedAgent, make_loop, set_config
 
 from autokernel.agents.tuner import read_config
 from autokernel.harness.compiled import spilled_registers
+from autokernel.orchestrate import load
 from autokernel.results import ResultsLog
-from orchestrate import load
 
 
 def rows(root: Path) -> list[dict[str, str]]:
@@ -66,6 +67,7 @@ class SpillingGPU(FakeHarness):
         return verdict
 
 
+@pytest.mark.slow
 def test_a_spilling_config_that_lost_prunes_larger_ones(tmp_path):
     harness = SpillingGPU(speed=lambda c: 100.0)
     agent = ScriptedAgent([set_config(BLOCK_SIZE=8192), set_config(num_warps=4)])

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow
 def test_sweep_rows_best_and_failures(tmp_path):
     jobs = [
         {
@@ -26,7 +29,7 @@ def test_sweep_rows_best_and_failures(tmp_path):
     out = tmp_path / "out.json"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "config_sweep.py"), "--jobs",
+        [sys.executable, "-m", "benchmarks.config_sweep", "--jobs",
          str(tmp_path / "jobs.json"), "--out", str(out), "--commit", "test"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -443,6 +443,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env)
 
 
+@pytest.mark.slow
 def test_llm_agent_refuses_to_start_without_a_sandbox(tmp_path):
     ws = tmp_path / "ws"
     out = _cli("run", "--kernel", "softmax", "--agent", "command", "--agent-command", "cat",

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
-from autokernel import cuda_build
+from autokernel import cuda_build, reference
 from autokernel.harness.guards import literal_assignment
 from autokernel.specs import DTYPES, TOLERANCES
 

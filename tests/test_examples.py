@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
+from autokernel import reference
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -20,6 +20,7 @@ def load(name: str):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("name", "out_shape"),
     [
@@ -50,6 +51,7 @@ def test_examples_are_deterministic(name):
         assert torch.equal(a(*m.get_inputs()), b(*m.get_inputs()))
 
 
+@pytest.mark.slow
 def test_bert_outputs_probabilities():
     m = load("bert_style")
     with torch.no_grad():

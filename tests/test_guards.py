@@ -217,6 +217,7 @@ def test_literal_assignment_reads_without_importing():
     assert literal_assignment(src, "MISSING") is None
 
 
+@pytest.mark.slow
 def test_runtime_monitor_sees_operator_math_but_not_allocation():
     x = torch.randn(4, 4)
     with TorchOpMonitor() as m:

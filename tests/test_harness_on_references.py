@@ -18,6 +18,7 @@ def kernel_fn(*args):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPECS)
 def test_reference_passes_every_stage(name, tmp_path):
     path = tmp_path / "kernel.py"

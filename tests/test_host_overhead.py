@@ -23,6 +23,7 @@ def _load(name: str):
     return module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ROW_KERNELS)
 def test_host_helpers_give_the_launch_what_triton_would(name):
     module = _load(name)
@@ -48,7 +49,7 @@ def test_host_overhead_script_reports_three_variants_labelled_cpu(tmp_path):
 
     root = KERNELS.parent
     rows, table = tmp_path / "rows.json", tmp_path / "table.md"
-    cmd = [sys.executable, str(root / "benchmarks" / "host_overhead.py"), "--types", "softmax"]
+    cmd = [sys.executable, "-m", "benchmarks.host_overhead", "--types", "softmax"]
     cmd += ["--calls", "2", "--rounds", "1", "--json", str(rows), "--out", str(table)]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)

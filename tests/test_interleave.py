@@ -33,6 +33,7 @@ def same(tmp_path_factory) -> Comparison:
     return compare(variant(tmp, "best"), variant(tmp, "candidate"), Options(seed=1), ROUNDS)
 
 
+@pytest.mark.slow
 def test_a_copy_ties(same):
     assert same.error is None, same.error
     assert 0.5 < same.ratio < 2.0
@@ -46,6 +47,7 @@ def test_comparison_round_trips_through_json(same):
     assert Comparison.from_json(same.to_json()) == same
 
 
+@pytest.mark.slow
 def test_a_candidate_doing_its_work_four_times_loses(tmp_path):
     slow = variant(
         tmp_path,
@@ -58,6 +60,7 @@ def test_a_candidate_doing_its_work_four_times_loses(tmp_path):
     assert c.ratio < 0.6, f"4x the work measured as ratio {c.ratio:.2f}"
 
 
+@pytest.mark.slow
 def test_a_wrong_candidate_is_an_error(tmp_path):
     wrong = variant(
         tmp_path,
@@ -69,6 +72,7 @@ def test_a_wrong_candidate_is_an_error(tmp_path):
     assert not c.sizes
 
 
+@pytest.mark.slow
 def test_a_hanging_candidate_is_an_error_within_the_timeout(tmp_path):
     hang = variant(tmp_path, "hang", "\n\ndef kernel_fn(x):\n    while True:\n        pass\n")
     t0 = time.monotonic()

@@ -173,6 +173,7 @@ def kernel_fn(x):
 """
 
 
+@pytest.mark.slow
 def test_replies_written_ahead_of_the_judges_requests_are_not_believed(tmp_path):
     path = tmp_path / "kernel.py"
     path.write_text(FAKE_REPLIES)
@@ -181,6 +182,7 @@ def test_replies_written_ahead_of_the_judges_requests_are_not_believed(tmp_path)
     assert "reply the judge cannot read" in v.message
 
 
+@pytest.mark.slow
 def test_the_judge_never_imports_the_candidate(tmp_path):
     path = Path(tmp_path) / "kernel.py"
     path.write_text("KERNEL_TYPE = 'reduce'\nraise RuntimeError('imported')\n")

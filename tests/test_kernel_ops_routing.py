@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from autokernel import kernel_ops
@@ -24,6 +25,7 @@ def _call(router: Router, x: torch.Tensor) -> torch.Tensor:
         kernel_ops.unregister(slot)
 
 
+@pytest.mark.slow
 def test_each_signature_gets_its_own_route_and_every_call_is_counted():
     planned = _stub("planned", lambda x: torch.full_like(x, 7.0), [{"rows": 4, "cols": 8}])
     router = Router("softmax", [planned], policy="plan")
@@ -64,6 +66,7 @@ def test_the_op_marks_its_kernel_as_running_inside_it():
     assert seen == [True] and not kernel_ops.in_op()
 
 
+@pytest.mark.slow
 def test_an_eager_call_skips_the_dispatcher_and_a_tracer_gets_the_op():
     """Plain eager calls go straight to the Router (the dispatcher's round trip cost more host
     time than a launch); torch.compile must still see the op, or it would trace into Triton."""

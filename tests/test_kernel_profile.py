@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "benchmarks"))
+import benchmarks.ncu_counters as ncu
 
-import ncu_counters as ncu  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 HEAD = (
     '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
@@ -110,9 +110,10 @@ def test_command_profiles_only_the_marked_range_at_native_clocks():
     assert cmd[-2:] == ["python", "t.py"]
 
 
+@pytest.mark.slow
 def test_cpu_mode_runs_every_target_bare_and_writes_both_files(tmp_path):
     out, js = tmp_path / "p.md", tmp_path / "p.json"
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "kernel_profile.py"), "--smoke"]
+    cmd = [sys.executable, "-m", "benchmarks.kernel_profile", "--smoke"]
     cmd += ["--out", str(out), "--json", str(js), "--commit", "abc1234"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
@@ -133,7 +134,7 @@ def test_cpu_mode_runs_every_target_bare_and_writes_both_files(tmp_path):
 
 
 def test_narrow_plan_sets_ours_beside_eager_at_both_narrow_sizes():
-    import kernel_profile
+    from benchmarks import kernel_profile
 
     plan = kernel_profile._plan(smoke=False, only=set(), narrow=True)
     assert len(plan) == 16
@@ -149,7 +150,8 @@ def test_narrow_plan_sets_ours_beside_eager_at_both_narrow_sizes():
     ]
 
 
+@pytest.mark.slow
 def test_unknown_type_is_refused():
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "kernel_profile.py"), "--types", "nope"]
+    cmd = [sys.executable, "-m", "benchmarks.kernel_profile", "--types", "nope"]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "unknown type" in proc.stderr

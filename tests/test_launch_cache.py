@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
 from autokernel import launch as fast_launch
+from autokernel import reference
 from autokernel.specs import SPECS
 
 KERNELS = Path(__file__).resolve().parents[1] / "kernels"

@@ -20,9 +20,9 @@ from loop_helpers import (
 )
 
 from autokernel.agents.tuner import read_config
+from autokernel.orchestrate import load
 from autokernel.results import COLUMNS, ResultsLog
 from autokernel.targets import Target
-from orchestrate import load
 
 
 def git(root: Path, *args: str) -> str:
@@ -35,6 +35,7 @@ def rows(root: Path) -> list[dict[str, str]]:
     return ResultsLog(root / "results.tsv").read()
 
 
+@pytest.mark.slow
 def test_tuner_run_leaves_commits_refs_and_rows(tmp_path):
     # default_speed rewards only BLOCK_SIZE 8192; the starter's SEARCH_SPACE reaches it after
     # its VARIANT and SPLIT_CHUNK moves, within twelve experiments (revisits included)
@@ -82,6 +83,7 @@ def test_reverted_commits_stay_reachable_off_the_branch(tmp_path):
         assert "CONFIG" in git(tmp_path, "show", sha, "--", "kernel.py")  # the diff is kept
 
 
+@pytest.mark.slow
 def test_tuner_never_repeats_a_config(tmp_path):
     loop, _ = make_loop(tmp_path, max_experiments=14)
     loop.run()
@@ -258,6 +260,7 @@ def test_resume_refuses_a_branch_someone_else_committed_to(tmp_path):
         reopen(tmp_path, harness).run()
 
 
+@pytest.mark.slow
 def test_a_target_moved_on_from_comes_back_when_time_is_left(tmp_path):
     two = [Target("softmax", "softmax", share=0.6), Target("rmsnorm", "rmsnorm", share=0.4)]
     script = [set_config(num_warps=w) for w in (1, 2, 4, 16, 1)]  # softmax: 5 slower
@@ -296,6 +299,7 @@ def test_close_calls_are_decided_at_the_models_real_shapes(tmp_path):
     assert harness.compared == 1 and rows(tmp_path)[1]["status"] == "revert"
 
 
+@pytest.mark.slow
 def test_cpu_figures_never_trigger_the_2x_rule(tmp_path):
     """Under the interpreter, x-vs-eager compares the interpreter with CPU PyTorch: no reason to
     stop working on a kernel."""

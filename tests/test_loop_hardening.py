@@ -18,10 +18,10 @@ from autokernel.agents.base import InvalidReply
 from autokernel.harness.verdict import Status
 from autokernel.live import RunView
 from autokernel.loop import RunError
+from autokernel.orchestrate import STATE_FILE, load
 from autokernel.results import ResultsLog
 from autokernel.run_lock import LockError, RunLock
 from autokernel.session import RunRequest, SessionError, execute, prepare
-from orchestrate import STATE_FILE, load
 
 SPIN_LIMIT = 200  # replies: far past any stop the loop should have made, so a bug fails, not hangs
 
@@ -202,6 +202,7 @@ def test_resume_of_a_deleted_branch_is_a_clear_error(tmp_path):
 # ---- state against results.tsv and refs --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_hand_edited_counter_is_repaired_not_repeated(tmp_path):
     harness = FakeHarness()
     loop, _ = make_loop(tmp_path, harness, max_experiments=5)

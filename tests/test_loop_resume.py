@@ -12,8 +12,8 @@ import pytest
 from loop_helpers import FakeHarness, make_loop, reopen
 
 from autokernel.loop import RunError
+from autokernel.orchestrate import Rules, load
 from autokernel.results import ResultsLog
-from orchestrate import Rules, load
 
 
 class Killed(BaseException):
@@ -71,6 +71,7 @@ POINTS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where,method,when", POINTS, ids=[f"{m}-{w}" for _, m, w in POINTS])
 def test_killed_anywhere_resumes_without_losing_or_repeating(tmp_path, where, method, when):
     rules = Rules(max_reverts=2)  # the tuner's first two moves are slower: a target finishes

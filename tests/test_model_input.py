@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 import textwrap
 from pathlib import Path
 
@@ -207,3 +208,19 @@ def test_parse_input_shape(text, shape):
 def test_parse_input_shape_rejects(text):
     with pytest.raises(ModelInputError, match="--input-shape"):
         parse_input_shape(text)
+
+
+def test_class_imports_from_the_current_directory(tmp_path, monkeypatch):
+    """`autokernel profile --class mymodels.net.Net`: the package beside the user imports,
+    though the `autokernel` script's own sys.path does not hold the current directory."""
+    (tmp_path / "mymodels").mkdir()
+    (tmp_path / "mymodels" / "__init__.py").write_text("")
+    (tmp_path / "mymodels" / "net.py").write_text(
+        "from torch import nn\nclass Net(nn.Sequential):\n"
+        "    def __init__(self):\n        super().__init__(nn.Linear(5, 2))\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    loaded = load_model(ModelSource(class_name="mymodels.net.Net", input_shape=(3, 5)))
+    assert loaded.name == "Net" and loaded.inputs[0].shape == (3, 5)
+    assert str(tmp_path) not in sys.path  # only for the import

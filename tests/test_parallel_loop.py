@@ -14,9 +14,9 @@ from loop_helpers import FakeHarness, ScriptedAgent, invalid, set_config
 from parallel_helpers import FakePool, make_parallel, reopen_parallel
 
 from autokernel.agents.tuner import read_config
+from autokernel.orchestrate import Rules, load
 from autokernel.results import ResultsLog
 from autokernel.worker_log import WorkerLog
-from orchestrate import Rules, load
 
 
 def git(root: Path, *args: str) -> str:

@@ -14,9 +14,9 @@ from autokernel.agents.tuner import Tuner, read_config
 from autokernel.backends import starter_path
 from autokernel.cli import app
 from autokernel.eval_job import EVALUATE, Job, run_job
+from autokernel.orchestrate import Score
 from autokernel.parallel_keep import Calibration, judge_slots, rival_reason
 from autokernel.pool import PoolError
-from orchestrate import Score
 
 
 def test_the_fastest_slot_is_the_reference_and_a_slower_one_is_flagged():

@@ -80,6 +80,7 @@ def timed(path: Path, opts: Options):
     return v, time.perf_counter() - t0
 
 
+@pytest.mark.slow
 def test_a_ready_spare_gives_the_cold_verdict_and_saves_the_start_up():
     opts = Options(prestart=False, **FAST)
     cold, cold_s = timed(STARTER, opts)
@@ -97,6 +98,7 @@ def test_a_ready_spare_gives_the_cold_verdict_and_saves_the_start_up():
     assert warm.harness_s == pytest.approx(warm_s, abs=0.5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "fault, status",
     [("os_exit_guards_off.py", Status.CRASH), ("hang_python_loop.py", Status.TIMEOUT)],
@@ -111,6 +113,7 @@ def test_a_fault_gets_the_same_verdict_from_a_spare(fault, status):
     assert warm_s < opts.timeout_s + TIMEOUT_SLACK_S
 
 
+@pytest.mark.slow
 def test_each_evaluation_runs_in_a_fresh_pre_started_process(pid_kernel):
     opts = Options(guards=False, **FAST)  # prestart on: each run starts the next one's spare
     first = ready_spare()
@@ -121,6 +124,7 @@ def test_each_evaluation_runs_in_a_fresh_pre_started_process(pid_kernel):
     assert prestart.spare() is not None and prestart.spare().pid not in (first.pid, second.pid)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("timing", [False, True])
 def test_under_the_interpreter_a_spare_starts_beside_untimed_runs_only(timing):
     # timed on the CPU, the spare's imports would share the cores being measured
@@ -136,6 +140,7 @@ def test_under_the_interpreter_a_spare_starts_beside_untimed_runs_only(timing):
     assert prestart.spare() is not None  # a timed run starts it once it is done
 
 
+@pytest.mark.slow
 def test_a_killed_spare_is_replaced(pid_kernel):
     spare = ready_spare()
     os.killpg(spare.pid, signal.SIGKILL)
@@ -143,6 +148,7 @@ def test_a_killed_spare_is_replaced(pid_kernel):
     assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != str(spare.work)
 
 
+@pytest.mark.slow
 def test_a_spare_lost_after_the_hand_over_is_retried(pid_kernel, monkeypatch):
     # a spare for the other mode, disguised: it takes the request, then exits without a phase
     # (as one killed between the liveness check and reading its request would)
@@ -152,6 +158,7 @@ def test_a_spare_lost_after_the_hand_over_is_retried(pid_kernel, monkeypatch):
     assert worker_pid(pid_kernel, Options(guards=False, prestart=False, **FAST)) != str(spare.work)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["mode", "environment"])
 def test_a_mismatched_spare_is_not_used(change, pid_kernel, monkeypatch):
     spare = ready_spare(force_cpu=change == "mode")
@@ -161,6 +168,7 @@ def test_a_mismatched_spare_is_not_used(change, pid_kernel, monkeypatch):
     assert not alive(spare.pid)
 
 
+@pytest.mark.slow
 def test_secrets_never_reach_a_spare(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("TRITON_HARMLESS_SETTING", "1")  # an allowed name (containment.py)
@@ -176,6 +184,7 @@ ENV_KERNEL = (
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", [None, "users_own"])
 def test_a_candidate_compiles_into_its_own_folder_and_reads_the_trusted_cache(
     tmp_path, monkeypatch, preset
@@ -204,6 +213,7 @@ LAZY_KERNEL = (
 )
 
 
+@pytest.mark.slow
 def test_a_spare_has_paid_the_first_dispatch_mode_before_the_request(tmp_path):
     # Entering the first TorchDispatchMode imports torch._dynamo and sympy: seconds of every
     # evaluation's first stage on the H200, unless the spare does it while it waits.
@@ -230,6 +240,7 @@ def kernel_fn(x):
 """
 
 
+@pytest.mark.slow
 def test_timing_waits_until_the_spare_beside_it_is_ready(tmp_path, monkeypatch):
     # As on a GPU, where the next spare starts beside the running evaluation: it must not be
     # in its start-up (imports, CUDA context) while the candidate is timed.
@@ -276,6 +287,7 @@ if sys.argv[1] == "killed":
 """
 
 
+@pytest.mark.slow
 def test_discard_kills_the_spare():
     spare = ready_spare()
     prestart.discard()
@@ -303,6 +315,7 @@ def test_a_spare_does_not_outlive_its_parent(end, monkeypatch):
     shutil.rmtree(work, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_ctrl_c_leaves_no_worker_and_no_spare(monkeypatch):
     mark = uuid.uuid4().hex
     monkeypatch.setenv("AUTOKERNEL_PRESTART_MARK", mark)
@@ -327,6 +340,7 @@ def test_ctrl_c_leaves_no_worker_and_no_spare(monkeypatch):
     assert left == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_worker_does_not_outlive_a_killed_harness(sig, monkeypatch):
     # A job timeout's SIGTERM or a SIGKILL runs no cleanup in the harness; its worker (own

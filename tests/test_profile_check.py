@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "profile_check.py"
 
 
 def test_profile_check_small_on_cpu(tmp_path, capsys):
-    spec = importlib.util.spec_from_file_location("profile_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = importlib.import_module("benchmarks.profile_check")
     out = tmp_path / "rows.json"
     code = module.main(["--small", "--no-compile", "--iters", "1", "--warmup", "0", "--json",
                         str(out)])  # fmt: skip

@@ -54,6 +54,7 @@ def write(tmp_path: Path, forward: str, inputs: str, name: str = "model.py") -> 
     return path
 
 
+@pytest.mark.slow
 def test_llama_targets_have_the_model_shapes():
     prof = example("llama_style")
     got = targets(prof)
@@ -78,6 +79,7 @@ def test_llama_targets_have_the_model_shapes():
     assert not names & {"aten::rsqrt", "aten::silu", "aten::mm", "aten::linear"}
 
 
+@pytest.mark.slow
 def test_gpt2_targets():
     got = targets(example("gpt2_style"))
     assert got[("layernorm", shape(rows=128, cols=128))].calls == 5
@@ -89,6 +91,7 @@ def test_gpt2_targets():
     assert "aten::gelu" in {r.name for r in example("gpt2_style").rows if not r.is_target}
 
 
+@pytest.mark.slow
 def test_bert_targets():
     got = targets(example("bert_style"))
     attn = got[("flash_attention", shape(batch=2, heads=4, kv_heads=4, seq=64, head_dim=32))]

@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 from triton.backends.nvidia.compiler import CUDAOptions
 
-import reference
+from autokernel import reference
 from autokernel.harness import guards
 
 PROGRAM = Path(__file__).parents[1] / "program.md"

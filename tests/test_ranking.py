@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from autokernel.targets import Target
-from orchestrate import (
+from autokernel.orchestrate import (
     REACH,
     Rules,
     Score,
@@ -20,6 +19,7 @@ from orchestrate import (
     reopen,
     save,
 )
+from autokernel.targets import Target
 
 
 def _target(name, kind, share, compile_share=None, ms=1.0, compile_ms=None):

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import reference
+from autokernel import reference
 
 D = torch.float64
 

@@ -12,9 +12,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import orchestrate
+from autokernel import orchestrate, report_view
 from autokernel import report as rep
-from autokernel import report_view
+from autokernel.report_cli import report_command
 from autokernel.results import HEADER, ResultsLog
 from autokernel.targets import Target
 
@@ -124,7 +124,28 @@ def test_amdahl_hand_computed(synthetic):
     assert "assumes" in r.amdahl_note and "75%" in r.amdahl_note
     assert rep.amdahl([(0.6, 1.5)]) == pytest.approx(1 / (0.4 + 0.4))  # the issue's 1.25x
     assert rep.amdahl([(0.05, 1.5)]) == pytest.approx(1.0169, abs=1e-4)
-    assert rep.amdahl([(0.7, 2.0), (0.6, 2.0)]) == pytest.approx(1 / 0.65)  # no negative rest
+    # Overlapping shares (summing past 1) are scaled to 1: everything twice as fast is 2x, and
+    # nothing faster is 1x, as prediction.amdahl (verify) says for the same night.
+    assert rep.amdahl([(0.7, 2.0), (0.6, 2.0)]) == pytest.approx(2.0)
+    assert rep.amdahl([(0.7, 1.0), (0.6, None)]) == pytest.approx(1.0)
+
+
+def test_report_and_verify_agree_when_the_shares_sum_past_one(tmp_path):
+    """Overlapping plan entries: the report's estimate and verify's prediction are the same
+    figure (they used to differ: 1.54x against 2.0x for everything twice as fast)."""
+    from autokernel import prediction
+
+    _write_rows(tmp_path, [_row(0, "a", "softmax", "keep", "starter", 10, 20),
+                           _row(1, "b", "rmsnorm", "keep", "starter", 10, 20)])  # fmt: skip
+    targets = [Target("a", "softmax", share=0.7), Target("b", "rmsnorm", share=0.6)]
+    state = orchestrate.new_state("n", "tuner", 1.0, targets)
+    for ts in state.targets:
+        ts.best = orchestrate.Score(us=10.0, spread=0.0, speedup_vs_eager=2.0)
+    orchestrate.save(state, tmp_path)
+    report = rep.build(tmp_path, "eager")
+    assert report.amdahl == pytest.approx(2.0)
+    assert prediction.amdahl(tmp_path, {"a", "b"}) == pytest.approx(report.amdahl)
+    assert "scaled to 1" in report.amdahl_note
 
 
 def test_amdahl_uses_the_models_own_time_where_the_plan_gives_it(synthetic):
@@ -212,7 +233,7 @@ def test_real_h200_run(h200):
 
 def _app() -> typer.Typer:
     app = typer.Typer()
-    app.command()(rep.report_command)
+    app.command()(report_command)
     return app
 
 
@@ -232,7 +253,7 @@ def test_missing_matplotlib_still_reports_and_hints(synthetic, monkeypatch):
     md = synthetic / "r.md"
     result = CliRunner().invoke(_app(), ["-w", str(synthetic), "--markdown", str(md)])
     assert result.exit_code == 0, result.output
-    assert "pip install 'autokernel[report]'" in result.output
+    assert "pip install 'torch-autokernel[report]'" in result.output
     assert "matmul" in result.output and "1.404x" in result.output
     assert "[bold]num_warps" in result.output  # hypotheses are shown as written, not as markup
     assert not (synthetic / "progress.png").exists()
@@ -245,6 +266,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["synthetic", "h200"])
 def test_png_written(fixture, request, tmp_path):
     pytest.importorskip("matplotlib", reason="matplotlib not installed: pip install matplotlib")

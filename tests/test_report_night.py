@@ -10,8 +10,9 @@ from rich.console import Console
 from test_report import SYNTHETIC, _write_rows
 from typer.testing import CliRunner
 
-import orchestrate
+from autokernel import orchestrate
 from autokernel import report as rep
+from autokernel.report_cli import report_command
 from autokernel.report_view import night_lines, to_markdown, view
 from autokernel.targets import Target
 
@@ -94,7 +95,7 @@ def test_views_say_where_the_time_went(night):
 
 def test_bad_mode_exits_2(night):
     app = typer.Typer()
-    app.command()(rep.report_command)
+    app.command()(report_command)
     result = CliRunner().invoke(app, ["--workspace", str(night), "--mode", "fast", "--no-png"])
     assert result.exit_code == 2 and "--mode 'fast'" in result.output
     ok = CliRunner().invoke(app, ["--workspace", str(night), "--mode", "eager", "--no-png"])

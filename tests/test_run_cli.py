@@ -48,6 +48,7 @@ def assert_consistent(root: Path) -> list[dict[str, str]]:
     return got
 
 
+@pytest.mark.slow
 def test_tuner_run_then_status(tmp_path):
     ws = tmp_path / "ws"
     out = autokernel("run", "--kernel", "softmax", "--max-experiments", "3", "--quick",
@@ -67,6 +68,7 @@ def test_tuner_run_then_status(tmp_path):
     assert status.returncode == 0 and "softmax" in status.stdout
 
 
+@pytest.mark.slow
 def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     ws = tmp_path / "ws"
     log = (tmp_path / "run.log").open("w")
@@ -108,6 +110,7 @@ def test_kill_9_mid_experiment_then_resume_loses_and_repeats_nothing(tmp_path):
     assert after[: len(before)] == before and len(after) == len(before) + 2
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_after_the_current_experiment(tmp_path):
     ws = tmp_path / "ws"
     proc = subprocess.Popen(
@@ -126,6 +129,7 @@ def test_ctrl_c_stops_after_the_current_experiment(tmp_path):
     assert 1 <= len(got) <= 2
 
 
+@pytest.mark.slow
 def test_command_agent(tmp_path):
     script = tmp_path / "agent.py"
     script.write_text(
@@ -150,6 +154,7 @@ def test_command_agent(tmp_path):
 # ---- bad input: a message that says what to do, exit code 2, no traceback, nothing touched --
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args,message",
     [
@@ -173,6 +178,7 @@ def test_bad_input_is_a_clear_error_before_anything_changes(tmp_path, args, mess
     assert not (ws / ".git").exists()
 
 
+@pytest.mark.slow
 def test_dirty_kernel_py_is_refused(tmp_path):
     ws = tmp_path / "ws"
     ws.mkdir()

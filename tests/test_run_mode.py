@@ -9,6 +9,7 @@ import pytest
 from test_run_cli import autokernel
 
 
+@pytest.mark.slow
 def test_bad_mode_is_a_clear_error_before_anything_changes(tmp_path):
     ws = tmp_path / "ws"
     out = autokernel("run", "--kernel", "softmax", "--mode", "fast", "--workspace", str(ws),

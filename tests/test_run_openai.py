@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from scripted_llm_server import Response, ScriptedLLMServer, reply
 
 from autokernel.results import ResultsLog
@@ -39,6 +40,7 @@ WARPS_EDIT = """HYPOTHESIS: four warps suffice for one row per program
 """
 
 
+@pytest.mark.slow
 def test_openai_run_through_a_scripted_server(tmp_path):
     assert FASTER != STARTER
     ws = tmp_path / "ws"

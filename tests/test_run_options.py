@@ -90,7 +90,7 @@ def test_a_second_run_on_a_workspace_exits_2_naming_the_holder(tmp_path):
 def test_a_failed_starter_exits_non_zero_with_the_verdict(tmp_path, monkeypatch):
     """The CLI's side of the session's Outcome: the error on stderr, its exit code."""
     import autokernel.session as session
-    from orchestrate import new_state
+    from autokernel.orchestrate import new_state
 
     state = new_state("t", "tuner", 1.0, [])
     monkeypatch.setattr(session, "prepare", lambda req: (None, None))

@@ -33,6 +33,7 @@ def test_unknown_kernel_type_is_reported(tmp_path):
     assert v.status is Status.CRASH and "convolution" in v.message and "softmax" in v.message
 
 
+@pytest.mark.slow
 def test_secrets_are_stripped_from_the_worker_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret")
@@ -52,6 +53,7 @@ def test_secrets_are_stripped_from_the_worker_environment(monkeypatch, tmp_path)
     assert evaluate(path, Options(guards=False, **FAST)).status is Status.PASS
 
 
+@pytest.mark.slow
 def test_forged_verdict_is_not_believed(tmp_path):
     path = write(
         tmp_path,
@@ -63,6 +65,7 @@ def test_forged_verdict_is_not_believed(tmp_path):
     assert v.status is Status.CRASH and ("without a verdict" in v.message or "SIGKILL" in v.message)
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_process_group_promptly(tmp_path):
     path = write(
         tmp_path,

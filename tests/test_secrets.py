@@ -156,8 +156,10 @@ def test_a_key_in_the_workspace_still_works_with_a_warning(tmp_path, capsys, mon
     assert redact(FILE_KEY) == MASK
 
 
-def test_settings_that_only_sound_like_keys_draw_no_warning(tmp_path, capsys):
-    (tmp_path / "autokernel.yaml").write_text("max_tokens: 100000\nkeep_slower: true\n")
+def test_settings_that_are_not_keys_draw_no_warning(tmp_path, capsys):
+    (tmp_path / "autokernel.yaml").write_text(
+        "agent: command\nagent_command: my-agent --token-budget 5\ntimeout_s: 5\nllm_model: m\n"
+    )
     load_settings(tmp_path)
     assert capsys.readouterr().err == ""
 
@@ -169,6 +171,7 @@ def test_state_json_keeps_the_last_failure_without_the_key(tmp_path):
     assert_clean((tmp_path / "state.json").read_text())
 
 
+@pytest.mark.slow
 def test_the_verdict_a_candidate_raises_a_key_in_comes_back_without_it(tmp_path):
     from autokernel.harness.sandbox import Options, evaluate
 

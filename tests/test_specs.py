@@ -62,6 +62,7 @@ def test_reference_output_dtype_matches_spec(name):
         assert spec.reference(*args).dtype == spec.out_dtype(dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPECS)
 def test_adversarial_cases_have_finite_float64_answers(name):
     spec = SPECS[name]

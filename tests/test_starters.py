@@ -27,6 +27,7 @@ def test_starter_declares_the_contract(name):
         assert config[key] in values, f"CONFIG[{key!r}] is not one of its SEARCH_SPACE values"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPECS)
 def test_starter_passes_all_stages(name):
     v = evaluate(KERNELS / f"{name}.py", Options(compile_baseline=False, seed=7))

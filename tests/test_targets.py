@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from autokernel.orchestrate import Score, load, new_state, next_target, save, status_lines
 from autokernel.targets import TargetError, from_plan, parse_shape, single
-from orchestrate import Score, load, new_state, next_target, save, status_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,6 +70,7 @@ def test_bad_plans_are_clear(tmp_path, text, match):
         from_plan(plan)
 
 
+@pytest.mark.slow
 def test_state_round_trips_and_status_prints(tmp_path):
     state = new_state("night1", "tuner", 2.0, [single("softmax", ["64x1024"])])
     ts = state.targets[0]
@@ -86,6 +87,7 @@ def test_state_round_trips_and_status_prints(tmp_path):
     assert out.returncode == 0 and "softmax" in out.stdout and "100.0" in out.stdout
 
 
+@pytest.mark.slow
 def test_status_without_a_run_says_how_to_start(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "orchestrate.py"), "status", str(tmp_path)],
                          capture_output=True, text=True)  # fmt: skip

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from autokernel.harness.timing import host_per_call_us
+from autokernel.timing import host_per_call_us
 
 
 def test_host_time_per_call_counts_the_callers_own_time():

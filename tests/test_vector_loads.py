@@ -154,6 +154,7 @@ def _vector(widths: dict, op: str) -> int:
     return sum(n for w, n in widths.items() if w.startswith(op) and ".v4." in w)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["softmax", "cross_entropy", "rmsnorm", "layernorm", "reduce"])
 def test_odd_rows_load_16_byte_vectors(compiled, kernel):
     widths = compiled[8][kernel]["widths"]

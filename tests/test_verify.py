@@ -17,9 +17,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from typer.testing import CliRunner
 
-import orchestrate
-import reference
-from autokernel import api, kernel_ops
+from autokernel import api, kernel_ops, orchestrate, reference
 from autokernel.kernel_ops import load_kernel
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
@@ -144,6 +142,7 @@ def broken_rmsnorm() -> str:
 # --- the whole model ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_nine_starters_match_eager_and_every_replacement_runs(tmp_path):
     kernels, _, notes = collect_kernels(workspace_with(tmp_path, starters()))
     assert sorted(k.kernel_type for k in kernels) == sorted(SPECS) and not notes

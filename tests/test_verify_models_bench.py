@@ -3,20 +3,14 @@ from, and one-line errors for bad arguments."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "models.py"
-
 
 def bench():
-    spec = importlib.util.spec_from_file_location("models_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("benchmarks.models")
 
 
 def test_bad_arguments_are_one_line_errors(tmp_path, capsys):

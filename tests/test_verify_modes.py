@@ -14,6 +14,7 @@ from autokernel.verify import collect_kernels, verify_model
 from autokernel.verify_modes import Variant, graph_breaks, shared_copy, summarize, time_modes
 
 
+@pytest.mark.slow
 def test_a_variant_shares_the_parameters_and_leaves_the_model_unpatched(tmp_path):
     model = Tiny(layers=1).eval()
     kernels, _, _ = collect_kernels(workspace_with(tmp_path, starters("rmsnorm", "matmul")))
@@ -72,6 +73,7 @@ class Breaks(nn.Module):
         return x + 1
 
 
+@pytest.mark.slow
 def test_the_custom_ops_compile_without_graph_breaks(tmp_path):
     kinds = ("rmsnorm", "flash_attention", "softmax", "layernorm", "matmul", "cross_entropy")
     kernels, _, _ = collect_kernels(workspace_with(tmp_path, starters(*kinds)))

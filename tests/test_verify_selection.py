@@ -177,6 +177,7 @@ def test_use_kernels_plugs_in_only_what_helped_in_the_requested_mode(tmp_path):
     assert set(api.load_kernels(other, mode="eager").routers) == {"rmsnorm", "softmax"}
 
 
+@pytest.mark.slow
 def test_cuda_graphs_on_a_cpu_model_is_a_clear_error(tmp_path):
     ws = workspace_with(tmp_path, starters("rmsnorm"))
     model = Tiny(layers=1).eval()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import reference
+from autokernel import reference
 from autokernel.agents.tuner import read_config, write_config
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status
@@ -48,6 +48,7 @@ def _load_split(tmp_path: Path, monkeypatch, name: str):
     return fn, calls
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["softmax", "cross_entropy"])
 def test_split_variant_passes_all_stages(tmp_path, name):
     sizes = (*SPECS[name].cpu.sweep, *SPECS[name].cpu.odd)
@@ -73,6 +74,7 @@ def cross_entropy(tmp_path, monkeypatch):
     return _load_split(tmp_path, monkeypatch, "cross_entropy")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape", [(3, w) for w in WIDTHS] + [(2, 3, 1537)], ids=str)
 def test_softmax_split_matches_reference(softmax, shape, dtype):
@@ -99,6 +101,7 @@ def test_softmax_split_minus_inf_rows(softmax, dtype):
     torch.testing.assert_close(y.double(), expected, atol=atol, rtol=rtol, equal_nan=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("vocab", WIDTHS)
 def test_cross_entropy_split_matches_reference(cross_entropy, vocab, dtype):

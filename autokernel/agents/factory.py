@@ -1,8 +1,10 @@
 """Make the agent the user asked for, failing at start (not at 2 a.m.) when it cannot work.
 
-Precedence, highest first: the CLI's arguments, the environment (API keys), the workspace's
-autokernel.yaml, the user config ($XDG_CONFIG_HOME/autokernel/config.yaml, by default
-~/.config/autokernel/config.yaml). Keys belong in the environment or the user config (mode 0600):
+Precedence, highest first, for every setting: the CLI's arguments, the environment (the API
+keys, and OPENAI_BASE_URL / ANTHROPIC_BASE_URL, which the providers' SDKs read too), the
+workspace's autokernel.yaml, the user config ($XDG_CONFIG_HOME/autokernel/config.yaml, by
+default ~/.config/autokernel/config.yaml), the default. A setting the files do not know is an
+error. Keys belong in the environment or the user config (mode 0600):
 a file beside kernel.py is one a candidate could read, so a key found there still works but
 draws a warning with the fix. Every key value is registered for redaction (autokernel.secrets)
 and handed to the provider, never written into os.environ.
@@ -31,6 +33,10 @@ LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 NO_KEY = "no-key-needed"  # local servers ignore the key, but the SDK insists on one
 MODEL_EXAMPLES = {"openai": "gpt-5", "anthropic": "claude-sonnet-4-5"}
 KEY_SETTING = re.compile(r"(^|_)(api_key|key|token|secret|password)$", re.IGNORECASE)
+# Every setting a settings file may hold; anything else is a typo that would otherwise be
+# ignored all night.
+SETTINGS = ("agent", "llm_model", "base_url", "agent_command", "timeout_s", "openai_api_key",
+            "anthropic_api_key", "api_key")  # fmt: skip
 
 
 def user_config_path() -> Path:
@@ -85,6 +91,12 @@ def _read_settings(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise AgentError(f"{path}:1: expected `key: value` lines, found a {type(data).__name__}")
+    unknown = [str(k) for k in data if k not in SETTINGS]
+    if unknown:
+        raise AgentError(
+            f"{path}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; "
+            f"known: {', '.join(SETTINGS)}"
+        )
     return data
 
 
@@ -122,12 +134,14 @@ def make_agent(
         name = f"command:{os.path.basename(provider.argv[0])}"
         return LLMAgent(provider, name, on_wait=on_wait, stop=stop)
 
-    base_url = base_url or _setting(settings, "base_url")
+    base_url = (
+        base_url or os.environ.get(f"{kind.upper()}_BASE_URL") or _setting(settings, "base_url")
+    )
     key = _api_key(kind, settings)
     register_secret(key)
     secrets = [key] if key else []
     if not key:
-        if kind == "openai" and _is_local(base_url or os.environ.get("OPENAI_BASE_URL")):
+        if kind == "openai" and _is_local(base_url):
             key = NO_KEY
         else:
             env = f"{kind.upper()}_API_KEY"

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from autokernel import DISTRIBUTION
 from autokernel.agents.base import AgentError
 
 MESSAGE_CHARS = 300  # provider error text kept in our messages
@@ -54,7 +55,8 @@ class OpenAIProvider:
             import openai
         except ImportError:
             raise AgentError(
-                "the openai agent needs the OpenAI SDK: pip install 'autokernel[openai]'"
+                "the openai agent needs the OpenAI SDK: pip install openai "
+                f"(or pip install '{DISTRIBUTION}[openai]')"
             ) from None
         self.model = model
         self.timeout_s = timeout_s
@@ -96,7 +98,8 @@ class AnthropicProvider:
             import anthropic
         except ImportError:
             raise AgentError(
-                "the anthropic agent needs the Anthropic SDK: pip install 'autokernel[anthropic]'"
+                "the anthropic agent needs the Anthropic SDK: pip install anthropic "
+                f"(or pip install '{DISTRIBUTION}[anthropic]')"
             ) from None
         self.model = model
         self.timeout_s = timeout_s

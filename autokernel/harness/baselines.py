@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 
 from autokernel.cache import cache_dir, read_json, write_json_atomic
-from autokernel.harness.timing import measure
 from autokernel.specs import KernelSpec, Size, dtype_name
+from autokernel.timing import measure
 
 CACHE_FILE = "baselines.json"
 

@@ -31,10 +31,10 @@ from autokernel.harness.stages import (
     call_checked,
     expected_output,
 )
-from autokernel.harness.timing import L2_FLUSH_BYTES, Measurement
 from autokernel.harness.verdict import Check, Status, Timing
 from autokernel.specs import KernelSpec, Size, dtype_name
 from autokernel.stats import geomean as geomean  # re-exported for the judge
+from autokernel.timing import L2_FLUSH_BYTES, Measurement
 
 PLAUSIBLE_FRACTION = 1.10  # above 110 % of a measured ceiling, a figure is not believed
 # The judge's cross-check: a batch of calls long enough (BATCH_S at the claimed speed, within

@@ -26,10 +26,10 @@ from autokernel.harness.channel import ChannelError, Reader, decode_tensor, outp
 from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
-from autokernel.harness.timing import Measurement, clock_name
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
 from autokernel.specs import KernelSpec, get_spec, parse_dtype
 from autokernel.specs.base import dtype_name
+from autokernel.timing import Measurement, clock_name
 
 FAULTS = {"CRASH": Status.CRASH, "REJECTED": Status.REJECTED, "FAIL": Status.FAIL}
 UNTIMED_PHASES = ("", "start-up", "baselines")  # before the candidate's limit starts

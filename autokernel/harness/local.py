@@ -20,9 +20,9 @@ import torch
 from autokernel.harness.channel import decode_tensor, output_bound
 from autokernel.harness.serve import Session
 from autokernel.harness.stages import Call, Evaluation, StageFailure
-from autokernel.harness.timing import Measurement
 from autokernel.harness.verdict import Check, Status
 from autokernel.specs import KernelSpec, dtype_name
+from autokernel.timing import Measurement
 
 
 class LocalProcess:

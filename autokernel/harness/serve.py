@@ -9,7 +9,6 @@ modified input, an output that is not exactly a torch.Tensor), else the op's res
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import traceback
 from collections.abc import Callable
@@ -22,16 +21,12 @@ from autokernel.harness.channel import encode_tensor
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
 from autokernel.harness.worker_timing import TimingRejected, time_calls
+from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, parse_dtype
 
 
 def load_candidate(path: Path, name: str = "autokernel_candidate"):
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, name)
 
 
 def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
@@ -210,7 +205,7 @@ class Session:
 
     def rounds(self, req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
         """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
-        from autokernel.harness.timing import measure
+        from autokernel.timing import measure
 
         on_gpu, label = self.device.type == "cuda", req["label"]
         pairs = []

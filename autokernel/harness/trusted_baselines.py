@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from autokernel import __version__
 from autokernel.cache import cache_dir, read_json, write_json_atomic
 from autokernel.harness.cache_tiers import trusted_root
 from autokernel.harness.channel import ChannelError, ChannelTimeout
@@ -52,7 +53,7 @@ def request_key(req: dict[str, Any]) -> str:
         json.dumps(req.get("region"), sort_keys=True),  # a generic target's reference
         "cuda" if on_gpu else "cpu", os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         f"torch {torch.__version__}", f"triton {_version('triton')}",
-        f"autokernel {_version('autokernel')}",
+        f"autokernel {__version__}",  # the package's own: its distribution is torch-autokernel
     )  # fmt: skip
     return "|".join(str(f) for f in fields)
 

@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from autokernel.atomic import write_atomic
 from autokernel.secrets import redact
 
 
@@ -122,9 +123,7 @@ class Verdict:
 
     def write(self, path: Path) -> None:
         """Atomic write: a reader never sees half a verdict, even if we are killed mid-write."""
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(redact(json.dumps(self.to_json(), indent=2, allow_nan=True)))
-        tmp.replace(path)
+        write_atomic(path, redact(json.dumps(self.to_json(), indent=2, allow_nan=True)))
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Verdict:

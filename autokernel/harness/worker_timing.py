@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from autokernel.harness.timing import Measurement, measure, single_calls_us, wall_per_call_us
+from autokernel.timing import Measurement, measure, single_calls_us, wall_per_call_us
 
 HIDDEN_WORK_FACTOR = 3.0  # wall time this many times the event time...
 HIDDEN_WORK_SLACK_US = 200.0  # ...plus launch overheads counts as hidden work

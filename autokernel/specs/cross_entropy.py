@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-import reference
+from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randint, randn
 
 DIMS = ("rows", "vocab")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-import reference
+from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randn
 
 DIMS = ("batch", "heads", "seq", "head_dim")

@@ -1,0 +1,5 @@
+"""`python -m autokernel`: the same command line as the `autokernel` script."""
+
+from autokernel.cli import main
+
+main()

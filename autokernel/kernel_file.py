@@ -1,0 +1,32 @@
+"""The one way a kernel file is imported by its path: the sandboxed worker (the candidate), verify
+and the API (a judged kernel), and the benchmarks (starters and variants) all come through here.
+
+A kernel file is never put on sys.path or imported by a name another module could hold: each
+caller gives a name of its own, and only a caller that must find the module again by name
+(kernel_fn.__module__) registers it in sys.modules.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+def import_file(path: Path, name: str, *, register: bool = False) -> ModuleType:
+    """Execute the file at `path` as module `name`. ImportError when it is not a Python file;
+    whatever the file raises at import propagates (the caller says what it means)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        if register:
+            sys.modules.pop(name, None)
+        raise
+    return module
