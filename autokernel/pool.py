@@ -216,19 +216,3 @@ class LocalPool(EventQueue):
                 except OSError:
                     pass
             proc.kill()
-
-
-def make_pool(
-    workers: int | None, ray_address: str | None, on_gpu: bool, log_dir: Path | None
-) -> Pool:
-    """The pool the flags ask for: Ray when given an address, else local processes."""
-    if ray_address:
-        from autokernel.ray_pool import RayPool
-
-        return RayPool(ray_address, workers, on_gpu, log_dir)
-    gpus = 0
-    if on_gpu:
-        import torch
-
-        gpus = torch.cuda.device_count()
-    return LocalPool(workers or 1, gpus, log_dir)

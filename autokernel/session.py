@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from autokernel import backends
 from autokernel.agents.base import Agent, AgentError
@@ -25,6 +26,9 @@ from autokernel.results import ResultsLog
 from autokernel.run_lock import LockError, RunLock
 from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.workspace import Workspace, WorkspaceError
+
+if TYPE_CHECKING:
+    from autokernel.pool import Pool
 
 DEFAULT_HOURS = 10.0
 
@@ -240,16 +244,33 @@ def _parallel(req: RunRequest, state: State) -> dict:
     return state.parallel
 
 
+def _make_pool(workers: int | None, ray_address: str | None, on_gpu: bool, log_dir: Path) -> Pool:
+    """The pool the flags ask for: Ray when given an address, else processes of this machine
+    (one per GPU, or interpreter processes). Ray is imported only when asked for."""
+    from autokernel.pool import LocalPool
+
+    if ray_address:
+        from autokernel.ray_pool import RayPool
+
+        return RayPool(ray_address, workers, on_gpu, log_dir)
+    gpus = 0
+    if on_gpu:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    return LocalPool(workers or 1, gpus, log_dir)
+
+
 def _parallel_loop(parallel: dict, root: Path, parts: tuple) -> Loop:
     """The parallel loop over a local process pool or a Ray cluster. A local pool needs no
     Ray: one machine's GPUs are started as processes of our own, as a lone worker is."""
     from autokernel.parallel import ParallelLoop
-    from autokernel.pool import PoolError, make_pool
+    from autokernel.pool import PoolError
 
     ws, state, agent, results, settings, view = parts
     workers, address = parallel.get("workers"), parallel.get("ray_address")
     try:
-        pool = make_pool(workers, address, settings.on_gpu, root / ".autokernel" / "workers")
+        pool = _make_pool(workers, address, settings.on_gpu, root / ".autokernel" / "workers")
     except PoolError as exc:
         raise SessionError(str(exc)) from None
     settings.on_gpu = settings.on_gpu or pool.on_gpu  # a CPU driver of a GPU cluster

@@ -80,8 +80,11 @@ def test_every_module_imports_with_a_users_reference_and_kernels_first_on_the_pa
         """
         import importlib, pkgutil, sys
         import autokernel
+        import torch
+        # CUDA starters build their kernels for the GPU when imported: a GPU machine's check
         names = [m.name for m in pkgutil.walk_packages(autokernel.__path__, "autokernel.")
-                 if not m.name.endswith("__main__")]
+                 if not m.name.endswith("__main__")
+                 and (torch.cuda.is_available() or ".kernels.cuda." not in m.name)]
         for name in names:
             importlib.import_module(name)
         from autokernel import reference, orchestrate

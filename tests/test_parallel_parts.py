@@ -95,8 +95,8 @@ def test_the_live_view_shows_each_worker_and_the_rate(tmp_path):
     from rich.console import Console
 
     from autokernel.live import RunView
+    from autokernel.orchestrate import new_state
     from autokernel.targets import single
-    from orchestrate import new_state
 
     out = StringIO()
     console = Console(file=out, width=200)
