@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib.util
 import itertools
 import os
 import threading
@@ -42,6 +41,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import reference
+from autokernel.harness import candidate_module
 from autokernel.specs import DTYPES, SPECS
 
 NAMESPACE = "autokernel"
@@ -70,12 +70,8 @@ def load_kernel(path: Path, name: str | None = None, shapes: Sequence = ()) -> L
     _check_interpreter()
     digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
     mod_name = f"autokernel_loaded_{path.stem}_{digest}_{next(_SERIAL)}"
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise KernelLoadError(f"{path}: not a Python file")
-    module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
+        module = candidate_module.load(path, mod_name)  # its globals hold only its own names
     except Exception as exc:  # a user's kernel file may raise anything at import
         raise KernelLoadError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     kind, fn = getattr(module, "KERNEL_TYPE", None), getattr(module, "kernel_fn", None)

@@ -9,7 +9,6 @@ modified input, an output that is not exactly a torch.Tensor), else the op's res
 
 from __future__ import annotations
 
-import importlib.util
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import torch
 
+from autokernel.harness import candidate_module
 from autokernel.harness.channel import encode_tensor
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
@@ -25,12 +25,7 @@ from autokernel.specs import KernelSpec, parse_dtype
 
 
 def load_candidate(path: Path, name: str = "autokernel_candidate"):
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return candidate_module.load(path, name)
 
 
 def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
