@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 MAX_LINE_BYTES = 4 << 20  # a reply longer than this is not one of ours
+MAX_DEPTH = 4  # the deepest reply is three levels (baselines by size, by kind)
 MAX_DIMS = 8
 OUTPUT_SLACK = 4  # an output may take this many times its expected bytes before it is refused
 TENSOR_DTYPES: dict[str, torch.dtype] = {
@@ -141,8 +142,27 @@ class Reader:
         raw, self.buffer = self.buffer.split(b"\n", 1)
         try:
             message = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting deeper than the parser's own stack
             raise ChannelError(f"a reply that is not JSON: {raw[:200]!r}") from None
         if not isinstance(message, dict):
             raise ChannelError(f"a reply that is not an object: {raw[:200]!r}")
+        if _deeper_than(message, MAX_DEPTH):
+            raise ChannelError(f"a reply nested deeper than any the worker writes: {raw[:200]!r}")
         return message
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` levels in value. Replies are read with
+    str() and compared downstream, and those recurse: bounded here, no reply can take the
+    judge's stack."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            v
+            for item in level
+            for v in (item.values() if isinstance(item, dict) else item)
+            if isinstance(v, dict | list)
+        ]
+        if not level:
+            return False
+    return True

@@ -127,8 +127,8 @@ def _fault(reply: dict[str, Any], check: Check) -> StageFailure | None:
     status = reply.get("status")
     if status is None:
         return None
-    if status not in FAULTS:
-        raise ChannelError(f"a reply with status {status!r}")
+    if not isinstance(status, str) or status not in FAULTS:  # a list is not even hashable
+        raise ChannelError(f"a reply with status {str(status)[:100]!r}")
     check.message = str(reply.get("message", ""))[-3000:] or f"{status} without a message"
     return StageFailure(FAULTS[status], check)
 
