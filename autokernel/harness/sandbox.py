@@ -29,7 +29,7 @@ import torch
 
 from autokernel.cache import cache_dir
 from autokernel.harness import containment, judge, prestart, trusted_baselines
-from autokernel.harness.channel import ChannelError, ChannelTimeout
+from autokernel.harness.channel import ChannelError, ChannelTimeout, read_untrusted
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.untrusted_text import printable, printable_json
@@ -257,8 +257,8 @@ def _watch(
                 prestart.keep_warm(opts.force_cpu, env)
                 beside = True
             spare_due = False  # else _run_worker starts it once this worker is done
-        if not spare_due and not quiet.exists() and not _starting(beside):
-            quiet.touch()
+        if not spare_due and not os.path.lexists(quiet) and not _starting(beside):
+            _create(quiet)
 
     link = judge.Link(worker, (timeout_s, timeout_s + BASELINE_ALLOWANCE_S), on_phase, tick)
     try:
@@ -284,6 +284,15 @@ def _watch(
     result.phase_s = link.phase_s()
     code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
     return _Outcome(result, link.phase, False, code, _tail(work / "stderr"))
+
+
+def _create(path: Path) -> None:
+    """Create an empty file in the worker's directory without following a link planted there
+    (touch() would create the link's target, anywhere on the host)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600))
+    except OSError:
+        pass  # something is there already: the worker sees it
 
 
 def _starting(beside: bool) -> bool:
@@ -341,10 +350,6 @@ def _read(path: Path) -> str:
 
 def _tail(path: Path, limit: int = 4000) -> str:
     """The file's last `limit` bytes: the candidate writes this file, and a worker that printed
-    for its whole time limit leaves gigabytes there (read whole, they would end the night)."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
-            return f.read(limit).decode(errors="replace")
-    except OSError:
-        return ""
+    for its whole time limit leaves gigabytes there (read whole, they would end the night). A
+    link or FIFO in its place is not read (channel.read_untrusted)."""
+    return read_untrusted(path, limit, tail=True).decode(errors="replace")
