@@ -206,6 +206,7 @@ class _Outcome:
     returncode: int = 0
     stderr: str = ""
     unreadable: str = ""  # why a reply could not be read, when the worker was still alive
+    starved: str = ""  # the judge's own GPU allocation that failed while the worker held memory
 
 
 def _run_worker(
@@ -279,6 +280,14 @@ def _watch(
         worker.kill()
         code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
         return _Outcome(None, phase, False, code, _tail(work / "stderr"), unreadable)
+    except torch.cuda.OutOfMemoryError as exc:
+        # The GPU has no OOM killer to pick the worker: a candidate that holds the device's
+        # memory makes the judge's own allocations (inputs, references, output copies) fail,
+        # and that error ended the night. Killing the worker frees it for the next evaluation.
+        worker.kill()
+        torch.cuda.empty_cache()
+        first = (str(exc).splitlines() or ["out of memory"])[0][:300]
+        return _Outcome(None, link.phase, stderr=_tail(work / "stderr"), starved=first)
     worker.kill()  # reap anything the candidate left running in the group
     result.harness_s = time.monotonic() - link.start
     result.phase_s = link.phase_s()
@@ -311,6 +320,13 @@ def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
             f"{timeout_s:g} s; the process group was killed",
             failure=Check(where, "", "", False, f"killed after {timeout_s:g} s in {where}"),
             stderr_tail=out.stderr,
+        )  # fmt: skip
+    if out.starved:
+        message = (f"the judge ran out of GPU memory while the kernel's process held it "
+                   f"({out.starved}); keep no more memory than the output")  # fmt: skip
+        return Verdict(
+            status=Status.CRASH, message=f"CRASH in {out.phase}: {message}",
+            failure=Check(out.phase, "", "", False, message), stderr_tail=out.stderr,
         )  # fmt: skip
     if isinstance(out.result, Verdict):
         verdict = out.result
