@@ -15,6 +15,12 @@ verdict and, per benchmark size, the claimed median and the judge's wall time pe
 attack is caught when its verdict is not PASS, or its claimed median at 262144x128 is within
 2x of the starter's there.
 
+Then one more line: whether a Triton kernel on this GPU can read host memory at a raw address
+(a Python bytes object's contents, by id()). Where the driver maps pageable host memory for the
+device (HMM), a judged kernel that verify or use_kernels loads could read and write the user's
+process as it can under the CPU interpreter. It runs in a child process, since without HMM the
+load is an illegal address that ends the CUDA context.
+
     python benchmarks/redteam_gpu.py        # GPU: about a minute warm (two evaluations)
 """
 
@@ -70,6 +76,39 @@ def summary(name: str, verdict) -> dict:
     }
 
 
+HOST_READ = """
+import torch, triton, triton.language as tl
+
+@triton.jit
+def _peek(X, Y, off, N: tl.constexpr):
+    i = tl.arange(0, N)
+    tl.store(Y + i, tl.load(X + off + i))
+
+secret = b"host-bytes-read-by-a-gpu-kernel!"
+base = torch.zeros(1, dtype=torch.uint8, device="cuda")
+out = torch.zeros(32, dtype=torch.uint8, device="cuda")
+_peek[(1,)](base, out, id(secret) + 32 - base.data_ptr(), N=32)
+torch.cuda.synchronize()
+print(bytes(out.cpu().tolist()) == secret)
+"""
+
+
+def host_read_probe() -> dict:
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = Path(tmp) / "host_read.py"  # Triton reads a jit function's source from its file
+        probe.write_text(HOST_READ)
+        try:
+            done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True,
+                                  timeout=120)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return {"probe": "gpu kernel reads host memory", "result": "timeout"}
+    tail = (done.stdout + done.stderr).strip().splitlines()[-1:] or [""]
+    return {"probe": "gpu kernel reads host memory", "returncode": done.returncode,
+            "read_it": tail[0] == "True", "last_line": tail[0][:200]}  # fmt: skip
+
+
 def main() -> int:
     from autokernel.harness.guards import check_source
     from autokernel.harness.sandbox import Options, evaluate
@@ -84,6 +123,7 @@ def main() -> int:
         attack.write_text(source)
         for name, path in (("starter", ROOT / "kernels" / "softmax.py"), ("attack", attack)):
             print(json.dumps(summary(name, evaluate(path, opts))), flush=True)
+    print(json.dumps(host_read_probe()), flush=True)
     return 0
 
 
