@@ -4,21 +4,25 @@ process, with the user's whole environment, so it must be a file the harness pas
 A file is judged when the sha256 of its exact bytes is one that a PASS verdict of the same
 workspace recorded (.autokernel/verdicts/N.json, written by the run), or it is one of the
 shipped starters. The static guard runs again on it either way: a verdict on disk is only as
-trustworthy as the disk. AUTOKERNEL_TRUST_UNJUDGED=1 loads anything, for kernels you wrote and
-vouch for yourself.
+trustworthy as the disk. A file that builds native code (load_inline) is refused even so: the
+guard cannot read C++, and the sandbox that contained it is not around your process.
+AUTOKERNEL_TRUST_UNJUDGED=1 loads anything, for kernels you wrote or read and vouch for.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 from pathlib import Path
 
+from autokernel import syntax
 from autokernel.harness.static_check import UnjudgeableSource, check_source
 from autokernel.shipped import STARTERS
 
 TRUST_ENV = "AUTOKERNEL_TRUST_UNJUDGED"
+NATIVE_BUILDERS = frozenset({"cpp_extension", "load_inline"})
 VERDICTS = Path(".autokernel") / "verdicts"
 
 
@@ -80,8 +84,32 @@ def require_judged(path: Path, workspace: Path | None = None) -> None:
             f"evaluate it with `autokernel run`, or set {TRUST_ENV}=1 to load it anyway"
         )
     try:
-        findings = check_source(data.decode("utf-8"))
+        source = data.decode("utf-8")
+        findings = check_source(source)
     except (UnicodeDecodeError, SyntaxError, UnjudgeableSource) as exc:
         raise UnjudgedKernel(f"{path}: fails the static guard now: {exc}") from None
     if findings:
         raise UnjudgedKernel(f"{path}: fails the static guard now: {findings[0]}")
+    if builds_native_code(source):
+        raise UnjudgedKernel(
+            f"{path}: builds native code (torch.utils.cpp_extension.load_inline); its C++/CUDA "
+            "ran only in the sandbox and the guard cannot read it, so nothing says what it does "
+            f"in your process: read it, then set {TRUST_ENV}=1 to load it"
+        )
+
+
+def builds_native_code(source: str) -> bool:
+    """Whether the file names torch's extension builder (the only way to native code that the
+    static guard lets through). The code it builds runs at import, with the importer's rights
+    and environment: a constructor in the C++ source read the user's key in verify and wrote it
+    to disk. Judged by names, as the guard sees the file."""
+    tree = syntax.parse(source)
+    for node in ast.walk(tree):
+        names = [node.attr] if isinstance(node, ast.Attribute) else []
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [getattr(node, "module", None) or "", *(a.name for a in node.names)]
+        if isinstance(node, ast.Name):
+            names = [node.id]
+        if any(part in NATIVE_BUILDERS for name in names for part in name.split(".")):
+            return True
+    return False

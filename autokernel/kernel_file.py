@@ -1,6 +1,9 @@
 """The one way a kernel file is imported by its path: the sandboxed worker (the candidate), verify
 and the API (a judged kernel), and the benchmarks (starters and variants) all come through here.
 
+Before the file runs, the names it binds that Triton's interpreter would copy into it are bound
+to None (harness/candidate_module.py says why: a candidate read the interpreter's `inspect`).
+
 A kernel file is never put on sys.path or imported by a name another module could hold: each
 caller gives a name of its own, and only a caller that must find the module again by name
 (kernel_fn.__module__) registers it in sys.modules.
@@ -13,6 +16,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from autokernel.harness.candidate_module import seal
+
 
 def import_file(path: Path, name: str, *, register: bool = False) -> ModuleType:
     """Execute the file at `path` as module `name`. ImportError when it is not a Python file;
@@ -21,6 +26,11 @@ def import_file(path: Path, name: str, *, register: bool = False) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
+    try:
+        source = Path(path).read_text()
+    except (OSError, UnicodeDecodeError):
+        source = ""  # exec_module reports it in its own words
+    seal(vars(module), source)
     if register:
         sys.modules[name] = module
     try:

@@ -28,6 +28,8 @@ from autokernel.harness.verdict import Status
 
 FAULTS = Path(__file__).parent / "faults"
 PLANTED_KEY = "sk-planted-containment-test"
+# In the harness's environment only: no worker is given a variable of this name.
+HOST_MARK_NAME, HOST_MARK = "HOST_ONLY_MARK", "host-only-value-4711"
 DAEMON_MARK = "autokernel-escape-daemon"  # as in tests/faults/escape_setsid_daemon.py
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -331,9 +333,10 @@ def _evaluate_in_child(path: Path, sandbox: str) -> dict:
         "from autokernel.harness.sandbox import Options, evaluate\n"
         f"v = evaluate(sys.argv[1], Options(**{OPTS!r}))\n"
         "print(json.dumps({'status': v.status.value, 'stage': v.failure.stage if v.failure "
-        "else '', 'sandbox': v.sandbox, 'message': v.message}))\n"
+        "else '', 'sandbox': v.sandbox, 'message': v.message, 'stderr': v.stderr_tail}))\n"
     )
     env = {**os.environ, "OPENAI_API_KEY": PLANTED_KEY, containment.SANDBOX_ENV: sandbox,
+           HOST_MARK_NAME: HOST_MARK,
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
                                                        os.environ.get("PYTHONPATH")]))}  # fmt: skip
     done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
@@ -393,6 +396,17 @@ def test_parent_environ_attack():
     assert PLANTED_KEY not in json.dumps(got)
     got = _evaluate_in_child(path, "off")  # the attack is real: the key is found
     assert (got["status"], got["stage"]) == ("FAIL", "smoke"), got
+
+
+@pytest.mark.slow
+@needs_sandbox
+def test_a_link_in_the_work_dir_shows_nothing_of_the_host():
+    """escape_stderr_symlink.py points the worker's stderr file at /proc/self/environ. The
+    judge quotes that file in the verdict (and so in the next prompt); opened outside the
+    sandbox, the link would give the judge's own environment."""
+    got = _evaluate_in_child(FAULTS / "escape_stderr_symlink.py", "auto")
+    assert (got["status"], got["stage"], got["sandbox"]) == ("CRASH", "import", "bwrap"), got
+    assert HOST_MARK not in json.dumps(got)
 
 
 @pytest.mark.slow

@@ -133,12 +133,64 @@ ESCAPES = {
     "torch's extension builder by path": "import torch\ntorch.utils.cpp_extension.load('x', [])\n",
     "the CUDA builder's internals": "from autokernel.cuda_build import compile_cubin\n",
     "the CUDA driver module": "from autokernel.cuda_driver import load_module\n",
+    # names the file never binds, or binds under a dunder spelled as a plain string
+    "a global only the run time defines": "def kernel_fn(x):\n    return inspect.stack()\n",
+    "a global bound on one path only": "if torch.cuda.is_available():\n    np = 1\n"
+    "def kernel_fn(x):\n    return np\n",
+    "a global bound in a loop": "for np in ():\n    pass\ndef kernel_fn(x):\n    return np\n",
+    "deleting a module-level name": "inspect = None\ndel inspect\n",
+    "deleting it from a function": "inspect = None\ndef f():\n    global inspect\n"
+    "    del inspect\n",
+    "import as __builtins__": "import torch as __builtins__\n",
+    "except as __builtins__": "try:\n    pass\nexcept ValueError as __builtins__:\n    pass\n",
+    "a dunder parameter": "def kernel_fn(x, __builtins__=None):\n    return x\n",
+    "global __builtins__": "def f():\n    global __builtins__\n",
+    "a dunder match capture": "match 1:\n    case __builtins__:\n        pass\n",
+    "a class pattern reads a dunder": "match kernel_fn:\n    case object(__globals__=g):\n"
+    "        pass\n",
+    "a class pattern reads .os": "match triton:\n    case object(os=o):\n        pass\n",
+    "str.format reads attributes": "def kernel_fn(x):\n    return '{0.__class__}'.format(x)\n",
+    "format_map": "def kernel_fn(x):\n    return '{a}'.format_map({'a': x})\n",
+    "functools.wraps sets attributes": "import functools\nw = functools.wraps(kernel_fn)\n",
+    "a storage maps a file": "def kernel_fn(x):\n    s = x.untyped_storage()\n"
+    "    return s.from_file('/e', False, 1)\n",
 }
 
 
 @pytest.mark.parametrize("body", ESCAPES.values(), ids=ESCAPES.keys())
 def test_escapes_are_flagged(body):
     assert findings(body), body
+
+
+def test_names_bound_on_every_path_may_be_read_anywhere():
+    """What honest kernels do: helpers defined after the function that calls them, imports
+    with a fallback, a constant per branch, a loop or an except target read where it is bound."""
+    body = """
+try:
+    from triton.language.extra import libdevice
+except ImportError:
+    raise ImportError("this Triton has no libdevice")
+if torch.cuda.is_available():
+    WARPS = 8
+else:
+    WARPS = 4
+CONFIGS = []
+for block in (64, 128):
+    CONFIGS.append(block)
+try:
+    LIMIT = int("x")
+except ValueError as exc:
+    LIMIT = len(str(exc))
+
+
+def kernel_fn(x):
+    return _helper(x, WARPS, LIMIT, libdevice.tanh, CONFIGS)
+
+
+def _helper(x, *rest):
+    return x
+"""
+    assert findings(body) == []
 
 
 def test_clean_code_that_looks_like_an_escape_passes():

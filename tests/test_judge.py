@@ -4,18 +4,25 @@ disagrees, and replies it did not ask for are not believed."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from autokernel.harness import benchmark
+from autokernel.harness import benchmark, judge
 from autokernel.harness.benchmark import cross_check, wall_limit_us
-from autokernel.harness.channel import ChannelError, decode_tensor, encode_tensor, output_bound
+from autokernel.harness.channel import (
+    ChannelError,
+    Reader,
+    decode_tensor,
+    encode_tensor,
+    output_bound,
+)
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.stages import MAIN, Evaluation, StageFailure
-from autokernel.harness.verdict import Status
+from autokernel.harness.verdict import Check, Status
 from autokernel.specs import SPECS
 
 CPU = torch.device("cpu")
@@ -264,3 +271,27 @@ def test_a_reply_must_echo_the_request_it_answers(tmp_path):
     finally:
         worker.proc.kill()
         worker.proc.wait()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"[" * 100_000, b'{"a": ' + b"[" * 50 + b"]" * 50 + b"}", b"[1, 2]", b"not json"],
+    ids=["past the parser's stack", "deeper than any reply", "not an object", "not json"],
+)
+def test_a_reply_line_of_any_shape_is_a_channel_error_never_a_crash(tmp_path, line):
+    """A worker that writes its own lines (its process is the candidate's) must not be able to
+    raise anything but ChannelError in the judge: RecursionError or TypeError there ended the
+    whole run."""
+    path = tmp_path / "channel"
+    path.write_bytes(line + b"\n")  # a file, not a pipe: a long line would fill a pipe's buffer
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(ChannelError):
+            Reader(fd).line(time.monotonic() + 5)
+    finally:
+        os.close(fd)
+
+
+def test_a_reply_status_that_is_no_status_is_a_channel_error():
+    with pytest.raises(ChannelError, match="status"):
+        judge._fault({"status": ["CRASH"]}, Check("smoke", "", "", False))

@@ -87,6 +87,19 @@ def test_shipped_starters_need_no_verdict(tmp_path):
     assert len(collect_kernels(ws)[0]) == 1
 
 
+def test_a_judged_file_that_builds_native_code_needs_the_users_word(tmp_path, monkeypatch):
+    """A PASS says the C++ it builds behaved in the sandbox, not what it does in the user's
+    process: a static constructor there read the user's key and wrote it to disk."""
+    source = tuned_softmax() + "from torch.utils.cpp_extension import load_inline  # noqa\n"
+    ws, _ = workspace(tmp_path, source, Status.PASS)
+    with pytest.raises(VerifyError, match="builds native code") as err:
+        collect_kernels(ws)
+    assert TRUST_ENV in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv(TRUST_ENV, "1")
+    kernels, _, _ = collect_kernels(ws)
+    assert [k.kernel_type for k in kernels] == ["softmax"]
+
+
 def test_the_escape_hatch_loads_an_unjudged_file(tmp_path, monkeypatch):
     ws, path = workspace(tmp_path, tuned_softmax(), None)
     with pytest.raises(UnjudgedKernel):

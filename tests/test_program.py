@@ -263,10 +263,13 @@ def test_every_torch_name_it_shows_is_allowed_in_kernel_py():
 
 
 def test_python_examples_parse_and_pass_the_static_guard():
+    """Each example is a fragment of a kernel.py: the names its surrounding file would define
+    (the imports, the sizes, the tensors) are not the fragment's to bind."""
     blocks = [body for lang, body in _fenced(_text()) if lang == "python"]
     assert blocks
     for body in blocks:
-        assert guards.check_source(body) == [], body
+        findings = guards.check_source(body)
+        assert [f for f in findings if "is not defined in kernel.py" not in f.what] == [], body
 
 
 # --- every API it names exists ----------------------------------------------------------------

@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 from autokernel.harness import sandbox
 from autokernel.harness.sandbox import KernelFileError, Options, evaluate, worker_env
@@ -125,3 +126,17 @@ def test_a_keyboard_interrupt_the_candidate_raises_is_not_called_a_signal():
     assert "candidate's code raised" in message and "killed by SIGINT" not in message
     plain = sandbox._Outcome(None, "smoke", returncode=-2, stderr="")
     assert "killed by SIGINT" in sandbox._verdict(plain, 60).message
+
+
+def test_the_judge_running_out_of_gpu_memory_is_the_kernels_crash(tmp_path, monkeypatch):
+    """On a GPU a candidate can hold all the device memory (torch.empty is allowed), and there
+    the judge's own allocations fail: that must cost the kernel a verdict, never end the run."""
+    path = write(tmp_path, "import torch\ndef kernel_fn(x):\n    return torch.empty_like(x)\n")
+
+    def starved(link, req, trusted=None):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(sandbox.judge, "evaluate", starved)
+    v = evaluate(path, Options(**FAST, prestart=False))
+    assert v.status is Status.CRASH and "ran out of GPU memory" in v.message, v.message
+    assert "Tried to allocate" in v.message and "\n" not in v.message

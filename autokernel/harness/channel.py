@@ -20,6 +20,7 @@ import math
 import os
 import re
 import select
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 import torch
 
 MAX_LINE_BYTES = 4 << 20  # a reply longer than this is not one of ours
+MAX_DEPTH = 4  # the deepest reply is three levels (baselines by size, by kind)
 MAX_DIMS = 8
 OUTPUT_SLACK = 4  # an output may take this many times its expected bytes before it is refused
 TENSOR_DTYPES: dict[str, torch.dtype] = {
@@ -95,19 +97,44 @@ def decode_tensor(
     if expected > max_bytes:
         path.unlink(missing_ok=True)
         raise ChannelError(f"an output of {expected} bytes where at most {max_bytes} are read")
+    raw = torch.empty(expected, dtype=torch.uint8)
     try:
-        size = path.stat().st_size
-        if size != expected:
-            raise ChannelError(f"tensor file has {size} bytes, header says {expected}")
-        raw = (
-            torch.from_file(str(path), shared=False, size=expected, dtype=torch.uint8)
-            if expected else torch.empty(0, dtype=torch.uint8)
-        )  # fmt: skip
+        with _open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != expected:
+                raise ChannelError(f"tensor file has {size} bytes, header says {expected}")
+            # Copied, never mapped: the worker can truncate a file the judge has mapped, and a
+            # read of a mapped page past the new end kills the reader with SIGBUS.
+            if expected and f.readinto(memoryview(raw.numpy())) != expected:
+                raise ChannelError(f"tensor file {name} shrank while it was read")
     except OSError as exc:
         raise ChannelError(f"cannot read tensor file {name}: {exc}") from None
     finally:
         path.unlink(missing_ok=True)
     return raw.view(dtype).reshape(shape).to(device)
+
+
+def _open_regular(path: Path):
+    """A file of the worker's directory opened for reading, or OSError: no link is followed (a
+    link made inside the sandbox would be resolved by the judge, outside it, to a host file),
+    opening never blocks (a FIFO would block open() forever), and only a regular file is read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path.name} is not a regular file")
+    return os.fdopen(fd, "rb")
+
+
+def read_untrusted(path: Path, limit: int, tail: bool = False) -> bytes:
+    """At most `limit` bytes of a file the worker can write (its last ones with tail), b"" when it
+    is missing or not a regular file (see _open_regular): progress, ready, stderr."""
+    try:
+        with _open_regular(path) as f:
+            if tail:
+                f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            return f.read(limit)
+    except OSError:
+        return b""
 
 
 def send(stream: Any, message: dict[str, Any]) -> None:
@@ -141,8 +168,27 @@ class Reader:
         raw, self.buffer = self.buffer.split(b"\n", 1)
         try:
             message = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # nesting deeper than the parser's own stack
             raise ChannelError(f"a reply that is not JSON: {raw[:200]!r}") from None
         if not isinstance(message, dict):
             raise ChannelError(f"a reply that is not an object: {raw[:200]!r}")
+        if _deeper_than(message, MAX_DEPTH):
+            raise ChannelError(f"a reply nested deeper than any the worker writes: {raw[:200]!r}")
         return message
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether lists and objects nest more than `limit` levels in value. Replies are read with
+    str() and compared downstream, and those recurse: bounded here, no reply can take the
+    judge's stack."""
+    level = [value]
+    for _ in range(limit):
+        level = [
+            v
+            for item in level
+            for v in (item.values() if isinstance(item, dict) else item)
+            if isinstance(v, dict | list)
+        ]
+        if not level:
+            return False
+    return True

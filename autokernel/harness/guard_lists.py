@@ -60,9 +60,11 @@ JIT_BUILTINS = frozenset({"range", "min", "max", "int", "float", "bool", "len", 
 
 # Members per module (None: every public member). Left out on purpose: typing.get_type_hints and
 # functools.singledispatch evaluate string annotations; operator.attrgetter/methodcaller look
-# attributes up by a string the guard cannot read; dataclasses.make_dataclass runs exec.
-_FUNCTOOLS = {"lru_cache", "cache", "partial", "reduce", "cached_property", "wraps",
-              "total_ordering", "cmp_to_key"}  # fmt: skip
+# attributes up by a string the guard cannot read; dataclasses.make_dataclass runs exec;
+# functools.wraps gets and sets the attributes its strings name (updated=("__globals__",) merged
+# torch's globals, os among them, into kernel.py's).
+_FUNCTOOLS = {"lru_cache", "cache", "partial", "reduce", "cached_property", "total_ordering",
+              "cmp_to_key"}  # fmt: skip
 _TYPING = {"Any", "Optional", "Union", "Callable", "Sequence", "Iterable", "Iterator", "Tuple",
            "List", "Dict", "Literal", "NamedTuple", "Final", "TYPE_CHECKING", "cast", "TypeVar",
            "Mapping", "ClassVar"}  # fmt: skip
@@ -115,7 +117,11 @@ ESCAPE_ATTRS = frozenset(
      "ctypes", "environ", "shutil", "pathlib", "io", "gi_frame", "gi_code", "cr_frame",
      "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
-     "get_capture_scope", "cr_await", "gi_yieldfrom"}
+     "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file"}
 )  # fmt: skip
+# from_file (above): a tensor's storage maps any file, read or (shared) written, from a method.
+# str.format and format_map look up the attributes and items their string names, dunders
+# included: "{0.__traceback__.tb_frame.f_back.f_locals}" read the harness's frames.
+STRING_LOOKUP_ATTRS = frozenset({"format", "format_map"})
 # Launching on another stream hides work from the timer's events on the current stream.
 STREAM_ATTRS = frozenset({"stream", "Stream", "set_stream", "ExternalStream", "StreamContext"})

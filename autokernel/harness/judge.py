@@ -22,7 +22,14 @@ from typing import Any
 import torch
 
 from autokernel.harness.benchmark import Peaks, bench_sizes, geomean, time_candidate
-from autokernel.harness.channel import ChannelError, Reader, decode_tensor, output_bound, send
+from autokernel.harness.channel import (
+    ChannelError,
+    Reader,
+    decode_tensor,
+    output_bound,
+    read_untrusted,
+    send,
+)
 from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
@@ -69,12 +76,10 @@ class Link:
 
     def _tick(self) -> None:
         self.tick()
-        try:  # a phase the worker entered on its own (baselines, waiting for the spare)
-            with (self.worker.work / "progress").open("rb") as f:  # candidate-writable: bounded
-                phase = f.read(PHASE_BYTES).decode(errors="replace").strip()
-        except OSError:
-            return
-        if phase != self.file_phase:
+        # a phase the worker entered on its own (baselines, waiting for the spare)
+        raw = read_untrusted(self.worker.work / "progress", PHASE_BYTES)
+        phase = raw.decode(errors="replace").strip()
+        if phase and phase != self.file_phase:
             self.file_phase = phase
             self.enter(phase)
 
@@ -127,8 +132,8 @@ def _fault(reply: dict[str, Any], check: Check) -> StageFailure | None:
     status = reply.get("status")
     if status is None:
         return None
-    if status not in FAULTS:
-        raise ChannelError(f"a reply with status {status!r}")
+    if not isinstance(status, str) or status not in FAULTS:  # a list is not even hashable
+        raise ChannelError(f"a reply with status {str(status)[:100]!r}")
     check.message = str(reply.get("message", ""))[-3000:] or f"{status} without a message"
     return StageFailure(FAULTS[status], check)
 

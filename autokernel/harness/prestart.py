@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autokernel.harness import cache_tiers, containment
+from autokernel.harness.channel import read_untrusted
 from autokernel.harness.worker import PARENT_ENV
 
 READY = "ready"  # the file a worker creates once its imports are done: "cuda" or "cpu"
@@ -87,10 +88,7 @@ class Worker:
 
     def device(self) -> str:
         """The device it found once ready: "cuda", or "cpu" for the interpreter; "" before."""
-        try:
-            return (self.work / READY).read_text()
-        except OSError:
-            return ""
+        return read_untrusted(self.work / READY, 16).decode(errors="replace")
 
     def alive(self) -> bool:
         return self.proc.poll() is None

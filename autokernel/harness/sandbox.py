@@ -29,7 +29,7 @@ import torch
 
 from autokernel.cache import cache_dir
 from autokernel.harness import containment, judge, prestart, trusted_baselines
-from autokernel.harness.channel import ChannelError, ChannelTimeout
+from autokernel.harness.channel import ChannelError, ChannelTimeout, read_untrusted
 from autokernel.harness.cuda_check import check_cuda_source
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
@@ -252,6 +252,7 @@ class _Outcome:
     returncode: int = 0
     stderr: str = ""
     unreadable: str = ""  # why a reply could not be read, when the worker was still alive
+    starved: str = ""  # the judge's own GPU allocation that failed while the worker held memory
 
 
 def _run_worker(
@@ -303,8 +304,8 @@ def _watch(
                 prestart.keep_warm(opts.force_cpu, env)
                 beside = True
             spare_due = False  # else _run_worker starts it once this worker is done
-        if not spare_due and not quiet.exists() and not _starting(beside):
-            quiet.touch()
+        if not spare_due and not os.path.lexists(quiet) and not _starting(beside):
+            _create(quiet)
 
     link = judge.Link(worker, (timeout_s, timeout_s + BASELINE_ALLOWANCE_S), on_phase, tick)
     try:
@@ -325,11 +326,28 @@ def _watch(
         worker.kill()
         code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
         return _Outcome(None, phase, False, code, _tail(work / "stderr"), unreadable)
+    except torch.cuda.OutOfMemoryError as exc:
+        # The GPU has no OOM killer to pick the worker: a candidate that holds the device's
+        # memory makes the judge's own allocations (inputs, references, output copies) fail,
+        # and that error ended the night. Killing the worker frees it for the next evaluation.
+        worker.kill()
+        torch.cuda.empty_cache()
+        first = (str(exc).splitlines() or ["out of memory"])[0][:300]
+        return _Outcome(None, link.phase, stderr=_tail(work / "stderr"), starved=first)
     worker.kill()  # reap anything the candidate left running in the group
     result.harness_s = time.monotonic() - link.start
     result.phase_s = link.phase_s()
     code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
     return _Outcome(result, link.phase, False, code, _tail(work / "stderr"))
+
+
+def _create(path: Path) -> None:
+    """Create an empty file in the worker's directory without following a link planted there
+    (touch() would create the link's target, anywhere on the host)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o600))
+    except OSError:
+        pass  # something is there already: the worker sees it
 
 
 def _starting(beside: bool) -> bool:
@@ -348,6 +366,13 @@ def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
             f"{timeout_s:g} s; the process group was killed",
             failure=Check(where, "", "", False, f"killed after {timeout_s:g} s in {where}"),
             stderr_tail=out.stderr,
+        )  # fmt: skip
+    if out.starved:
+        message = (f"the judge ran out of GPU memory while the kernel's process held it "
+                   f"({out.starved}); keep no more memory than the output")  # fmt: skip
+        return Verdict(
+            status=Status.CRASH, message=f"CRASH in {out.phase}: {message}",
+            failure=Check(out.phase, "", "", False, message), stderr_tail=out.stderr,
         )  # fmt: skip
     if isinstance(out.result, Verdict):
         verdict = out.result
@@ -387,10 +412,6 @@ def _read(path: Path) -> str:
 
 def _tail(path: Path, limit: int = 4000) -> str:
     """The file's last `limit` bytes: the candidate writes this file, and a worker that printed
-    for its whole time limit leaves gigabytes there (read whole, they would end the night)."""
-    try:
-        with path.open("rb") as f:
-            f.seek(max(0, f.seek(0, os.SEEK_END) - limit))
-            return f.read(limit).decode(errors="replace")
-    except OSError:
-        return ""
+    for its whole time limit leaves gigabytes there (read whole, they would end the night). A
+    link or FIFO in its place is not read (channel.read_untrusted)."""
+    return read_untrusted(path, limit, tail=True).decode(errors="replace")

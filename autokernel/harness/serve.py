@@ -9,6 +9,7 @@ modified input, an output that is not exactly a torch.Tensor), else the op's res
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -57,6 +58,13 @@ def cuda_builds() -> list[dict[str, Any]]:
     """The CUDA builds this process made (none unless a kernel imported the builder)."""
     builder = sys.modules.get("autokernel.cuda_build")
     return builder.builds() if builder is not None else []
+
+
+def _forbidden(ops: list[str], when: str) -> dict[str, Any]:
+    where = f" {when}" if when else ""
+    return _fault("REJECTED", f"kernel_fn called torch ops that compute{where}: "
+                  f"{', '.join(ops[:8])}. Only allocation, views and copies may run outside "
+                  "the kernel.")  # fmt: skip
 
 
 class Session:
@@ -147,9 +155,7 @@ class Session:
             tb = traceback.format_exception(exc)[-6:]
             return _fault("CRASH", f"kernel_fn raised {type(exc).__name__}: {exc}\n{''.join(tb)}")
         if monitor.forbidden:
-            ops = ", ".join(monitor.forbidden[:8])
-            return _fault("REJECTED", f"kernel_fn called torch ops that compute: {ops}. Only "
-                          "allocation, views and copies may run outside the kernel.")  # fmt: skip
+            return _forbidden(monitor.forbidden, "")
         for before, after in zip(snapshot, args, strict=True):
             if isinstance(before, torch.Tensor) and not torch.equal(before, after):
                 return _fault("REJECTED", "kernel_fn modified one of its inputs; inputs must "
@@ -185,18 +191,25 @@ class Session:
     def batch(self, req: dict[str, Any]) -> dict[str, Any]:
         """`calls` back-to-back calls on the last inputs, the device drained before and after:
         the judge times this reply with its own clock. The output of call `check_at` is kept
-        for the judge to check."""
+        for the judge to check. The op monitor watches these calls too: a kernel that knows a
+        timed call from a checked one (the same buffers again, at a benchmark size) could hand
+        its timed calls to torch, and the judge's clock would agree with torch's figure. Its
+        cost per call is a few microseconds, within the judge's slack."""
         fn, check_at = self._fn(int(req.get("role", 0))), int(req["check_at"])
         self.kept = None
+        monitor = TorchOpMonitor()
         try:
             self._sync()
-            for i in range(int(req["calls"])):
-                out = fn()
-                if i == check_at:
-                    self.kept = out
+            with monitor if self.monitor else contextlib.nullcontext():
+                for i in range(int(req["calls"])):
+                    out = fn()
+                    if i == check_at:
+                        self.kept = out
             self._sync()
         except Exception as exc:
             return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+        if monitor.forbidden:
+            return _forbidden(monitor.forbidden, "while timed")
         return {"ok": True}
 
     def output(self) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 Allow-lists wherever Python lets us: named modules and, within each, named members; named
 builtins; no attribute starting with `_`; no assignment to any attribute (one line rebinding a
 torch method the comparison uses would forge a PASS); inside `@triton.jit` bodies, which the
-interpreter runs as plain Python, only Triton calls, other jit functions and a few builtins.
+interpreter runs as plain Python, only Triton calls, other jit functions and a few builtins;
+every name read bound in the file itself, and no dunder bound under any spelling (guard_names.py).
 The walk is iterative, so no source makes the guard itself fail: a SyntaxError stays one (an
 import crash, as Python would report it), any other parser failure is UnjudgeableSource.
 """
@@ -20,21 +21,24 @@ from autokernel.harness.guard_lists import (
     ALLOWED_TORCH,
     AUTOKERNEL_MEMBERS,
     ESCAPE_ATTRS,
-    FORBIDDEN_CALLS,
     FORBIDDEN_METHODS,
     JIT_BUILTINS,
     MODULE_MEMBERS,
-    REFUSED_BUILTINS,
     REFUSED_MEMBERS,
     SAFE_DUNDER_METHODS,
     SAFE_DUNDER_NAMES,
-    STREAM_ATTRS,
     TENSOR_DESCRIPTOR,
     TL_LIBRARIES,
     TL_MODULES,
     TORCH_NO_MEMBERS,
     TRITON_JIT_DECORATORS,
     TRITON_MEMBERS,
+)
+from autokernel.harness.guard_names import (
+    attribute_problem,
+    builtin_problems,
+    identifier_problems,
+    undefined_problems,
 )
 
 
@@ -258,12 +262,9 @@ class _Checker:
 
     def _Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        if attr.startswith("_"):
-            self.flag(node, f"private or dunder attribute .{attr} is not allowed")
-        elif attr in ESCAPE_ATTRS:
-            self.flag(node, f"attribute .{attr} is not allowed in kernel.py")
-        elif attr in STREAM_ATTRS:
-            self.flag(node, f".{attr}: kernels must launch on the current stream")
+        problem = attribute_problem(attr)
+        if problem:
+            self.flag(node, problem)
         if not isinstance(node.ctx, ast.Load):
             self.flag(node, f"assigning or deleting .{attr} is not allowed in kernel.py: "
                       "keep state in local variables or a module-level dict")  # fmt: skip
@@ -338,39 +339,6 @@ class _Checker:
             elif not isinstance(base, ast.Name | ast.Attribute):
                 self.flag(node, f"class {node.name}: bases must be plain names")
 
-    # ---- builtins, by scope ----
-
-    def builtin_findings(self, table: symtable.SymbolTable) -> None:
-        """Refuse every use of a builtin outside ALLOWED_BUILTINS. A name counts as the builtin
-        unless it is a function's local or closure variable: a module or class binding can be
-        skipped at run time (`if 0: open = None`), a function's local cannot."""
-        lines: dict[str, int] = {}
-        for n in self.nodes:
-            if isinstance(n, ast.Name) and n.id in REFUSED_BUILTINS and n.id not in lines:
-                lines[n.id] = n.lineno
-        if not lines:
-            return
-        seen: set[str] = set()
-        stack = [table]
-        while stack:
-            t = stack.pop()
-            stack.extend(t.get_children())
-            is_function = t.get_type() == "function"  # a str, or a StrEnum from 3.13
-            for sym in t.get_symbols():
-                name = sym.get_name()
-                if name not in lines or name in seen or name.startswith("__"):
-                    continue
-                if is_function and (sym.is_local() or sym.is_free() or sym.is_parameter()):
-                    continue
-                if not (sym.is_referenced() or sym.is_assigned()):
-                    continue
-                seen.add(name)
-                call = "()" if name in FORBIDDEN_CALLS else ""
-                self.flag(
-                    ast.Name(lineno=lines[name]),
-                    f"{name}{call} is not allowed in kernel.py (not an allowed builtin)",
-                )
-
 
 def check_source(source: str) -> list[Finding]:
     """Findings of the static guard (empty when clean). Raises SyntaxError on bad Python and
@@ -379,7 +347,13 @@ def check_source(source: str) -> list[Finding]:
     checker = _Checker(tree)
     try:
         checker.run()
-        checker.builtin_findings(symtable.symtable(source, "kernel.py", "exec"))
+        table = symtable.symtable(source, "kernel.py", "exec")
+        for line, what in (
+            *builtin_problems(checker.nodes, table),
+            *undefined_problems(tree, checker.nodes, table),
+            *identifier_problems(checker.nodes),
+        ):
+            checker.flag(ast.Name(lineno=line), what)
     except (RecursionError, MemoryError) as exc:
         raise UnjudgeableSource(
             f"kernel.py cannot be judged ({type(exc).__name__}): an expression is nested too "
