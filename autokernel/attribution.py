@@ -215,33 +215,54 @@ def _confirmations(events: list, recorder: ModuleRecorder) -> dict[int, bool]:
     return found
 
 
-def _annotations(events: list) -> set[tuple[str, float]]:
-    """(name, µs) of the device-side spans of record_function ranges (gpu_user_annotation)."""
+def _annotations(events: list) -> set[str]:
+    """Names of the device-side spans of record_function ranges (gpu_user_annotation): our own
+    range labels, never a kernel's name."""
     return {
-        (e.name, float(e.self_device_time_total))
+        e.name
         for e in events
         if e.device_type != torch.autograd.DeviceType.CPU and e.is_user_annotation
     }
 
 
-def _time(event, device: bool, spans: set[tuple[str, float]] = frozenset()) -> float:
-    """Self time of a CPU event. On CUDA, torch appends a range's device-side span to the
-    range's CPU event as if it were a kernel wherever kineto links the two; the span covers
-    kernels already counted under their ops, so one such link in a one-kernel forward adds a
-    whole forward (5 profiled forwards read as 6: 120 %). Only real kernels count."""
-    if not device:
-        return float(event.self_cpu_time_total)
-    kernels = getattr(event, "kernels", None)
-    if kernels is None or getattr(event, "is_legacy", False):
-        return float(event.self_device_time_total)
-    return float(sum(k.duration for k in kernels if (k.name, float(k.duration)) not in spans))
+def _span(event) -> tuple[float, float]:
+    """Sort key putting an enclosing event before the events inside it (stable otherwise)."""
+    r = getattr(event, "time_range", None)
+    return (r.start, -r.end) if r is not None else (0.0, 0.0)
+
+
+def _device_times(cpu: list, spans: set[str]) -> dict[int, float]:
+    """Device µs of each CPU event (by id()), every kernel counted once.
+
+    torch's parser appends a kernel to every CPU event that carries the correlation id the
+    kernel is linked to. Besides the op that launched it, CUPTI's overhead records (an activity
+    buffer request, lazy function loading) carry that id: they have none of their own and take
+    the enclosing op's (pytorch/pytorch#193924). One such record in a one-kernel forward counted
+    a whole forward twice: 5 profiled forwards read as 6, the 118-120 % of single-op files. So a
+    correlation id's kernels count once, for the first (outermost) event that holds them. torch
+    also appends a range's own device-side span where kineto links the two: those spans cover
+    kernels counted under their ops and are left out by name."""
+    times: dict[int, float] = {}
+    seen: set[int] = set()
+    for e in sorted(cpu, key=_span):
+        kernels = getattr(e, "kernels", None)
+        if kernels is None or getattr(e, "is_legacy", False):
+            times[id(e)] = float(e.self_device_time_total)
+            continue
+        us = sum(k.duration for k in kernels if k.name not in spans)
+        if us and e.id in seen:
+            us = 0.0
+        elif us:
+            seen.add(e.id)
+        times[id(e)] = float(us)
+    return times
 
 
 def attribute(events: list, recorder: ModuleRecorder, device: bool, iterations: int) -> Attribution:
     """Group the self time of every op inside the forward ranges into instances."""
     cpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU]
     confirmed = _confirmations(cpu, recorder)
-    spans = _annotations(events) if device else set()
+    device_us = _device_times(cpu, _annotations(events)) if device else {}
     by_owner: dict[int, Instance] = {}
     owner_ops: dict[int, list] = {}
     overhead = 0.0
@@ -249,7 +270,7 @@ def attribute(events: list, recorder: ModuleRecorder, device: bool, iterations: 
         chain = _ancestors(ev)
         if chain[0].name != FORWARD_LABEL:
             continue
-        t = _time(ev, device, spans)
+        t = device_us[id(ev)] if device else float(ev.self_cpu_time_total)
         if not _is_op(ev) and not device:
             overhead += t  # Python between ops, hooks, the loop: no kernel to speed up
             continue
@@ -272,10 +293,10 @@ def attribute(events: list, recorder: ModuleRecorder, device: bool, iterations: 
     if device:
         kernels = [e for e in events if e.device_type != torch.autograd.DeviceType.CPU]
         total = sum(float(e.self_device_time_total) for e in kernels if not e.is_user_annotation)
-        profiler_total = sum(_time(e, True, spans) for e in cpu)
+        profiler_total = sum(device_us.values())
     else:
         total = sum(float(e.cpu_time_total) for e in forward)
-        profiler_total = sum(_time(e, False) for e in cpu)
+        profiler_total = sum(float(e.self_cpu_time_total) for e in cpu)
     return Attribution(
         instances=list(by_owner.values()),
         overhead_us=overhead,
