@@ -25,7 +25,7 @@ from autokernel.ablation import ROUNDS
 from autokernel.judged import UnjudgedKernel, require_judged
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.mode import Mode, default_mode
-from autokernel.model_input import place_inputs, run_placement
+from autokernel.model_input import place_inputs, placed_at, run_placement
 from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
@@ -192,8 +192,8 @@ def verify_model(
     a CUDA model (see autokernel.verify_timing for why not on the CPU)."""
     if mode == "compile" and timing and not with_compile:
         raise VerifyError("mode compile needs the compile modes timed (with_compile=True)")
-    device, dtype = run_placement(model, inputs)
-    inputs = place_inputs(inputs, device)
+    inputs = place_inputs(inputs, run_placement(model, inputs)[0])
+    device, dtype = placed_at(model, inputs)  # reported and timed as it really runs
     patch = Patch(kernels, policy)
     try:
         with torch.no_grad():
