@@ -15,8 +15,7 @@ if TYPE_CHECKING:
 
 
 def _starter(ts: TargetState) -> tuple[str, str]:
-    kind = ts.target.kernel_type
-    return briefing.starter_source(kind), f"baseline: the shipped kernels/{kind}.py"
+    return briefing.target_starter(ts.target)
 
 
 def begin(loop: Loop) -> None:

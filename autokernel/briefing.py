@@ -11,7 +11,9 @@ from pathlib import Path
 
 import reference
 from autokernel.agents.base import Context
-from autokernel.specs import get_spec, parse_dtype
+from autokernel.specs import GENERIC, parse_dtype
+from autokernel.specs.region import Region
+from autokernel.targets import Target
 from orchestrate import State, TargetState
 
 PROGRAM = Path(__file__).resolve().parents[1] / "program.md"
@@ -22,18 +24,44 @@ def starter_source(kernel_type: str) -> str:
     return (STARTERS / f"{kernel_type}.py").read_text()
 
 
+def target_starter(target: Target) -> tuple[str, str]:
+    """(source, what it is) of the kernel a target's night starts from: the shipped starter of
+    its type, or for a generic target the Triton torch.compile generates for its region."""
+    if target.kernel_type != GENERIC:
+        kind = target.kernel_type
+        return starter_source(kind), f"baseline: the shipped kernels/{kind}.py"
+    import torch
+
+    from autokernel.model.generic_starter import starter_for
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return starter_for(target.region or {}, device), "baseline: torch.compile's own Triton"
+
+
+def reference_text(target: Target) -> str:
+    if target.kernel_type == GENERIC:
+        return Region.from_dict(target.region or {}).text()
+    return inspect.getsource(getattr(reference, target.kernel_type))
+
+
 def spec_text(ts: TargetState, on_gpu: bool) -> str:
     t = ts.target
-    spec = get_spec(t.kernel_type)
-    fn = getattr(reference, t.kernel_type)
+    spec = t.spec()
     sizes = spec.sizes(on_gpu)
     dtype = t.dtype or str(spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu)
+    if t.kernel_type == GENERIC:
+        signature = (f"signature: kernel_fn({', '.join(spec.arg_names)})  (the region's inputs "
+                     "in order; the result is the region's, below)")  # fmt: skip
+        checked = "correctness is checked in that dtype, the one the model runs it in"
+    else:
+        fn = getattr(reference, t.kernel_type)
+        signature = (f"signature: kernel_fn{inspect.signature(fn)}  (same arguments and result "
+                     f"as reference.{t.kernel_type})")  # fmt: skip
+        checked = "correctness is checked in float16, bfloat16 and float32"
     lines = [
         f"target: {t.name} (kernel type {t.kernel_type}, {spec.bound}-bound)",
-        f"signature: kernel_fn{inspect.signature(fn)}  (same arguments and result as "
-        f"reference.{t.kernel_type})",
-        f"benchmark dtype: {dtype.removeprefix('torch.')}; correctness is checked in float16, "
-        "bfloat16 and float32",
+        signature,
+        f"benchmark dtype: {dtype.removeprefix('torch.')}; {checked}",
     ]
     if t.shapes:
         lines.append("the model's real shapes (timed, and decide keep/revert): "
@@ -86,7 +114,7 @@ def context(
         kernel_type=ts.target.kernel_type,
         program=program,
         spec_text=spec_text(ts, on_gpu),
-        reference_source=inspect.getsource(getattr(reference, ts.target.kernel_type)),
+        reference_source=reference_text(ts.target),
         kernel_source=best_source,
         history=[r for r in rows if r.get("target") == ts.name],
         last_failure=ts.last_failure,

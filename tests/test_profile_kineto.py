@@ -21,7 +21,7 @@ from torch.autograd.profiler import profile as autograd_profile
 from torch.autograd.profiler_util import EventList
 
 from autokernel.attribution import FORWARD_LABEL, attribute
-from autokernel.module_calls import LABEL_PREFIX, ModuleCall, ModuleRecorder
+from autokernel.module_calls import CALL_PREFIX, LABEL_PREFIX, ModuleCall, ModuleRecorder
 from autokernel.profiler import _summarize
 
 ITERS = 5
@@ -75,12 +75,13 @@ def _events(overhead_records: int) -> list:
     CUPTI overhead record inside the op that launched their kernel."""
     out, corr, t = [], 100, 0
     for i in range(ITERS):
-        fwd, mod, op, inner, launch = (corr + k for k in range(5))
+        fwd, mod, call, op, inner, launch = (corr + k for k in range(6))
         corr += 10
         shapes, concrete = [[256, 1024], [], []], [None, -1, False]
         out += [
             _Kineto(FORWARD_LABEL, t, t + 900, fwd),
             _Kineto(f"{LABEL_PREFIX}{i}", t + 10, t + 890, mod),
+            _Kineto(f"{CALL_PREFIX}{ITERS + i}", t + 15, t + 885, call),
             _Kineto("aten::softmax", t + 20, t + 880, op, shapes=shapes, concrete=concrete),
             _Kineto("aten::_softmax", t + 30, t + 870, inner, shapes=shapes, concrete=concrete),
             _Kineto("cudaLaunchKernel", t + 40, t + 860, launch, linked=inner),
@@ -117,8 +118,14 @@ def test_the_parser_appends_an_ops_kernels_to_its_overhead_record():
 
 
 def _recorder() -> ModuleRecorder:
+    """The Model's forward of each iteration, then its torch.softmax call (a softmax)."""
     recorder = ModuleRecorder(nn.Module())
-    recorder.calls = [ModuleCall("", "Model", None) for _ in range(ITERS)]
+    recorder.calls = [ModuleCall("", "Model", None) for _ in range(ITERS)] + [
+        ModuleCall(
+            "", "torch.softmax", "softmax", {"rows": 256, "cols": 1024}, torch.float32, route="call"
+        )
+        for _ in range(ITERS)
+    ]
     return recorder
 
 

@@ -14,7 +14,6 @@ op ties them (broadcasting, cat): a kernel is not specialized to a coincidence o
 from __future__ import annotations
 
 import math
-import operator
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -44,7 +43,9 @@ def capture(fn: Callable[..., Any], tensors: Sequence[torch.Tensor], title: str 
     graphs: list[tuple[list[str], torch.fx.GraphModule]] = []
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        pairs = zip(placeholders, example_inputs, strict=True)
+        names = [_input_name(n, ex, tensors) for n, ex in pairs]
 
         def forward_graph(fw: torch.fx.GraphModule, _inputs: list) -> Callable:
             graphs.append((names, fw))
@@ -59,9 +60,10 @@ def capture(fn: Callable[..., Any], tensors: Sequence[torch.Tensor], title: str 
     # One code object traced for many regions: a fresh cache each time, or the recompile
     # limit would silently run later regions eagerly, untraced.
     torch._dynamo.reset()
+    mark_sizes_dynamic(tensors)
     try:
         with fx_config.patch(use_duck_shape=False), torch.no_grad():
-            torch.compile(region, backend=backend, dynamic=True, fullgraph=True)(*tensors)
+            torch.compile(region, backend=backend, fullgraph=True)(*tensors)
     except Exception as exc:  # a graph break, an op dynamo cannot trace: not a region
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise CaptureError(
@@ -75,6 +77,33 @@ def capture(fn: Callable[..., Any], tensors: Sequence[torch.Tensor], title: str 
         raise CaptureError("it writes into its inputs: a replay would not")
     names, fw = graphs[0]
     return _describe(names, fw, list(tensors), title)
+
+
+def _input_name(node: torch.fx.Node, example: object, tensors: Sequence[torch.Tensor]) -> str:
+    """The placeholder's name as l_args_<k>_ when it is the region's k-th tensor: by name for
+    the call's arguments, by identity for what the traced code read itself (a module's
+    parameters and buffers, which the region lists after the call's tensors)."""
+    if _DYNAMO_ARG.fullmatch(node.name) or not isinstance(example, torch.Tensor):
+        return node.name
+    for k, t in enumerate(tensors):
+        same = t is example or (
+            t.data_ptr() == example.data_ptr() and t.shape == example.shape
+            and t.stride() == example.stride() and t.dtype == example.dtype
+        )  # fmt: skip
+        if same:
+            return f"l_args_{k}_"
+    return node.name
+
+
+def mark_sizes_dynamic(tensors: Sequence[torch.Tensor]) -> None:
+    """Every dim above 1 a symbol, and nothing else: dynamic=True would also make the Python
+    ints the region closes over (a dim, a size) inputs of the graph."""
+    import torch._dynamo
+
+    for t in tensors:
+        for d, n in enumerate(t.shape):
+            if n > 1:
+                torch._dynamo.maybe_mark_dynamic(t, d)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -108,6 +137,7 @@ def _describe(names: list[str], fw: torch.fx.GraphModule, tensors: list, title: 
         else:
             raise CaptureError(f"input {name} is neither a tensor nor a size")
     outputs: list[int] = []
+    output_sizes: list[list[str]] = []
     for node in fw.graph.nodes:
         if node.op == "call_function":
             index[node] = len(nodes)
@@ -117,6 +147,8 @@ def _describe(names: list[str], fw: torch.fx.GraphModule, tensors: list, title: 
             if not all(isinstance(o, torch.fx.Node) and o in index for o in outs):
                 raise CaptureError("an output that is not a computed tensor")
             outputs = [index[o] for o in outs]
+            output_sizes = [_exprs(o.meta["val"].shape) for o in outs
+                            if isinstance(o.meta.get("val"), torch.Tensor)]  # fmt: skip
         elif node.op not in ("placeholder",):
             raise CaptureError(f"a {node.op} node ({node.target}): constants are not supported")
     region = Region(
@@ -124,6 +156,7 @@ def _describe(names: list[str], fw: torch.fx.GraphModule, tensors: list, title: 
         title=title,
     )  # fmt: skip
     region.meta["outputs"] = _check_outputs(region)
+    region.meta["output_sizes"] = output_sizes
     try:
         region.check()
     except RegionError as exc:
@@ -147,12 +180,13 @@ def _symbols(placeholders: list, names: list[str], tensors: list) -> dict[str, i
     return values
 
 
-def _input_spec(t: torch.Tensor, fake: torch.Tensor | None) -> InputSpec:
-    def exprs(seq: Sequence) -> tuple[str, ...]:
-        return tuple(str(s.node.expr) if isinstance(s, torch.SymInt) else str(int(s)) for s in seq)
+def _exprs(seq: Sequence) -> list[str]:
+    return [str(s.node.expr) if isinstance(s, torch.SymInt) else str(int(s)) for s in seq]
 
-    sizes = exprs(fake.shape) if fake is not None else tuple(str(n) for n in t.shape)
-    strides = exprs(fake.stride()) if fake is not None else tuple(str(s) for s in t.stride())
+
+def _input_spec(t: torch.Tensor, fake: torch.Tensor | None) -> InputSpec:
+    sizes = tuple(_exprs(fake.shape)) if fake is not None else tuple(str(n) for n in t.shape)
+    strides = tuple(_exprs(fake.stride())) if fake is not None else tuple(map(str, t.stride()))
     lo, hi, std = -1.0, 1.0, 1.0
     if t.numel():
         v = t.detach().double()
@@ -186,8 +220,6 @@ def _call(node: torch.fx.Node, index: dict) -> dict:
             raise CaptureError(f"{name} cannot be replayed as the model ran it")
     elif target in _SYM_NAMES:
         name = _SYM_NAMES[target]
-    elif target is operator.getitem:
-        raise CaptureError("an op with several outputs (getitem) is not supported")
     else:
         raise CaptureError(f"{getattr(target, '__name__', target)} is not an aten op")
     return {"op": name, "args": [_arg(a, index) for a in node.args],

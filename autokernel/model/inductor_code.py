@@ -22,6 +22,7 @@ from unittest import mock
 
 import torch
 
+from autokernel.model.capture import mark_sizes_dynamic
 from autokernel.specs.region import Region
 
 _DYNAMO_ARG = re.compile(r"l_x(\d+)_")  # dynamo's placeholder for graph_module input x<k>
@@ -60,6 +61,7 @@ def generate(region: Region, device: torch.device) -> InductorCode:
 
     gm = region.graph_module(device)
     tensors = _example_inputs(region, device)
+    mark_sizes_dynamic(tensors)
     found: dict[str, object] = {}
 
     def grab(self: GraphLowering) -> object:
@@ -88,7 +90,7 @@ def generate(region: Region, device: torch.device) -> InductorCode:
             _hash_without_driver(),
             torch.no_grad(),
         ):
-            torch.compile(gm, backend=backend, dynamic=True, fullgraph=True)(*tensors)
+            torch.compile(gm, backend=backend, fullgraph=True)(*tensors)
     except Exception as exc:  # _Generated arrives wrapped in dynamo's and Inductor's errors
         if "wrapper" not in found:
             message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -316,12 +316,28 @@ def _statement(stmt, kernels, args, lines, outputs, walk) -> None:
 
 
 def _is_arithmetic(node: ast.AST) -> bool:
-    """Sizes and their products: names, integers, + - * // % and min/max."""
+    """Sizes and their products: names, integers, + - * // % and min/max, a tensor argument's
+    .size() / .stride() and an element of one (arg2_1_size[1])."""
+    metadata = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            if n.func.attr in ("size", "stride") and isinstance(n.func.value, ast.Name):
+                metadata.add(id(n.func))
+                continue
+            return False
     for n in ast.walk(node):
         if isinstance(n, ast.Call):
+            if isinstance(n.func, ast.Attribute) and id(n.func) in metadata:
+                continue
             if not (isinstance(n.func, ast.Name) and n.func.id in ("min", "max")):
                 return False
-        elif isinstance(n, ast.Attribute | ast.Subscript | ast.Lambda | ast.Await):
+        elif isinstance(n, ast.Attribute):
+            if id(n) not in metadata:
+                return False
+        elif isinstance(n, ast.Subscript):
+            if not (isinstance(n.value, ast.Name) and isinstance(n.slice, ast.Constant)):
+                return False
+        elif isinstance(n, ast.Lambda | ast.Await):
             return False
         elif isinstance(n, ast.Constant) and not isinstance(n.value, int | float):
             return False

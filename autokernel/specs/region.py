@@ -37,6 +37,7 @@ SYM_OPS: dict[str, Callable] = {
     "operator.le": operator.le, "operator.gt": operator.gt, "operator.ge": operator.ge,
     "torch.sym_float": float, "torch.sym_int": int, "torch.sym_max": max, "torch.sym_min": min,
     "math.ceil": math.ceil, "math.floor": math.floor,
+    "operator.getitem": operator.getitem,  # one output of an op that returns several
 }  # fmt: skip
 _OP_NAME = re.compile(r"aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
 _FLOATS = {torch.float16, torch.bfloat16, torch.float32}
@@ -180,6 +181,32 @@ class Region:
         if not self.outputs or any(not 0 <= o < len(self.nodes) for o in self.outputs):
             raise RegionError("outputs name no node")
 
+    def text(self) -> str:
+        """The region as a reader (an LLM agent) sees it: each aten op on named values, x0,
+        x1, ... being kernel_fn's arguments in order."""
+        lines = [f"# {self.title or 'a region of the model'}: aten ops as the model ran them"]
+        for k, spec in enumerate(self.inputs):
+            lines.append(f"# x{k}: {spec.dtype}[{', '.join(spec.sizes)}] strides "
+                         f"[{', '.join(spec.strides)}]")  # fmt: skip
+        lines.append(f"# symbols in the model: {self.symbols}")
+        names: list[str] = []
+        for i, node in enumerate(self.nodes):
+            op = node["op"]
+            if op == "input":
+                names.append(f"x{node['index']}")
+                continue
+            if op in ("size", "stride"):
+                names.append(f"x{node['input']}.{op}({node['dim']})")
+                continue
+            args = [_show(a, names) for a in node.get("args", [])]
+            args += [f"{k}={_show(v, names)}" for k, v in node.get("kwargs", {}).items()]
+            names.append(f"v{i}")
+            lines.append(f"v{i} = {op}({', '.join(args)})")
+        outs = [names[o] for o in self.outputs]
+        flat = f"cat([o.reshape(-1) for o in ({', '.join(outs)})])"
+        lines.append("return " + (outs[0] if len(outs) == 1 else flat))
+        return "\n".join(lines)
+
     # -- the dtype the region computes in ---------------------------------------------------------
 
     @property
@@ -231,6 +258,11 @@ class Region:
             return outs[0]
         return torch.cat([o.reshape(-1) for o in outs])
 
+    def output_shapes(self, values: Mapping[str, int]) -> list[list[int]]:
+        """Each output's shape at `values`, from the traced output sizes."""
+        sizes = self.meta.get("output_sizes") or [o["shape"] for o in self.meta["outputs"]]
+        return [[eval_expr(str(e), values) for e in shape] for shape in sizes]
+
     def outputs_of(self, tensors: Sequence[torch.Tensor], upcast: bool = False) -> list:
         """Each output of the region on `tensors`, as the model returned them."""
         env: list[Any] = []
@@ -274,6 +306,20 @@ class Region:
             sizes, strides = self.shape_of(k, values)
             out.append(torch.empty_strided(sizes, strides, dtype=spec.torch_dtype, device="meta"))
         return out
+
+
+def _show(v: Any, names: list[str]) -> str:
+    if isinstance(v, dict):
+        if "ref" in v:
+            return names[int(v["ref"])]
+        if "list" in v:
+            return "[" + ", ".join(_show(x, names) for x in v["list"]) + "]"
+        if "dtype" in v:
+            return f"torch.{v['dtype']}"
+        if "float" in v:
+            return f"float({v['float']!r})"
+        return next(iter(v))
+    return repr(v)
 
 
 def _refs_before(value: Any, i: int) -> None:
