@@ -24,20 +24,30 @@ from autokernel.profiler import (
     write_plan,
 )
 from autokernel.render import output_console
-from autokernel.specs import get_spec
+from autokernel.specs import GENERIC, get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
 
 
 def _shape(row: Row) -> str:
+    if row.kind == GENERIC:
+        return str(row.args.get("inputs", ""))  # the tensors as the model passed them
     if not row.is_target or not row.shape:
         return ""
     return get_spec(row.kind).label(row.shape)
 
 
+def _kind(row: Row) -> str:
+    if row.kind == GENERIC and row.is_target:
+        return f"generic: {row.name}"
+    return row.kind if row.is_target else f"other: {row.name}"
+
+
 def _args(row: Row) -> str:
     return ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.args.items()
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in row.args.items()
+        if k != "inputs"  # a generic row's: shown as its shape
     )
 
 
@@ -59,7 +69,7 @@ def profile_table(prof: Profile) -> Table:
             if other_shown > SHOWN_OTHER:
                 continue
         t.add_row(
-            str(i), r.kind if r.is_target else f"other: {r.name}", _shape(r), r.dtype or "",
+            str(i), _kind(r), _shape(r), r.dtype or "",
             _args(r), f"{r.ms:.3f}", f"{100 * r.share:.1f}", f"{100 * cum:.1f}", str(r.calls),
             _gain(r.amdahl(2.0)), _gain(r.amdahl(float("inf"))), ", ".join(r.where),
             style=None if r.is_target else "dim",
@@ -93,6 +103,7 @@ def profile_view(prof: Profile) -> Group:
     if prof.device != "cuda":
         parts.append(Text("no CUDA: CPU time (self CPU time of aten ops)", "yellow"))
     parts += [profile_table(prof), check_line(prof), compile_line(prof)]
+    parts += [Text(f"note: {n}", "yellow") for n in prof.notes]
     return Group(*parts)
 
 

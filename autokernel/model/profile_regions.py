@@ -18,7 +18,6 @@ from torch import nn
 
 from autokernel.model import calls as callnames
 from autokernel.model.capture import CaptureError, capture
-from autokernel.model.generic_starter import NoStarter, starter_for
 from autokernel.module_calls import ModuleRecorder
 
 if TYPE_CHECKING:
@@ -55,6 +54,8 @@ def region_callable(example: tuple[Callable, tuple, dict]) -> tuple[Callable, li
 
 def add_regions(prof: Profile, loaded: LoadedModel, recorder: ModuleRecorder) -> None:
     """Trace the generic rows worth a target; the others become 'other' rows."""
+    from autokernel.model.generic_starter import NoStarter, starter_for  # imports Inductor
+
     candidates = [r for r in prof.rows if r.kind == "generic"]
     # The ops' time, not the forward's: on a CPU the Python between ops (overhead) can be most
     # of a small model's forward, and no kernel wins it back.

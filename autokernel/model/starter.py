@@ -19,7 +19,6 @@ import ast
 from dataclasses import dataclass, field
 
 import torch
-import triton
 
 from autokernel.model import triton_helpers
 from autokernel.model.inductor_code import ArgSource, InductorCode
@@ -422,6 +421,8 @@ def _render(region, kernels, helpers, host, config, space) -> str:
     inputs = ", ".join(
         f"x{k}: {i.dtype}[{', '.join(i.sizes)}]" for k, i in enumerate(region.inputs)
     )
+    import triton  # here, not at import: TRITON_INTERPRET must be set before triton loads
+
     flat = " (its outputs flattened into one tensor)" if len(region.outputs) > 1 else ""
     versions = f"Inductor, torch {torch.__version__}, Triton {triton.__version__}"
     doc = (
