@@ -15,7 +15,9 @@ then run by Triton's interpreter like every kernel on a CPU (autokernel.model.st
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from unittest import mock
@@ -84,6 +86,7 @@ def generate(region: Region, device: torch.device) -> InductorCode:
     torch._dynamo.reset()
     try:
         with (
+            _quiet_abort(),
             inductor_config.patch(settings),
             fx_config.patch(use_duck_shape=False),
             mock.patch.object(GraphLowering, "compile_to_module", grab),
@@ -146,6 +149,21 @@ def _size_source(expr: str, tensors: dict[int, torch.Tensor]) -> ArgSource:
                 if isinstance(s, torch.SymInt) and str(s.node.expr) == expr:
                     return ArgSource(kind, k, d)
     raise InductorCodeError(f"size {expr} is no input's size or stride")
+
+
+@contextlib.contextmanager
+def _quiet_abort() -> Iterator[None]:
+    """Stopping Inductor right after code generation is this module's doing, not an error:
+    keep its 'on error, temporary cache dir kept' warning and the caches-off notice quiet."""
+    logger = logging.getLogger("torch._inductor.utils")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 @contextlib.contextmanager
