@@ -95,3 +95,29 @@ def test_tensor_methods_and_functions_are_claimed_alike():
         m = match_call(func, args, kwargs)
         assert m is not None and m.kind == "softmax" and m.shape == {"rows": 4, "cols": 8}
     assert match_call(torch.Tensor.softmax, (x, 0), {}) is None  # another op: generic
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["log_softmax", "rmsnorm_channels", "hf_rotary"])
+def test_generic_kernels_plug_in_under_torch_compile(name, tmp_path, monkeypatch):
+    """A call, a module region and a function region with two outputs: the patched model
+    traces as one graph (the generic op is one node) and computes what the model does."""
+    from autokernel.patching import Patch
+
+    monkeypatch.setattr("autokernel.model.profile_regions.GENERIC_MIN_SHARE", 0.0)
+    loaded = load_model(ModelSource(path=OPS / f"{name}.py"))
+    plan = tmp_path / "plan.yaml"
+    write_plan(run_profile(loaded, iters=1, warmup=1), plan)
+    patch = Patch([k for k in kernels_for(plan) if k.kernel_type == GENERIC])
+    try:
+        with torch.no_grad():
+            want = loaded.model(*loaded.inputs)
+            with patch.applied(loaded.model):
+                compiled = torch.compile(loaded.model, backend="aot_eager", fullgraph=True)
+                got = compiled(*loaded.inputs)
+    finally:
+        patch.close()
+    assert sum(c["kernel"] for c in patch.counts().values()) >= 1
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,), strict=True):  # fmt: skip
+        torch.testing.assert_close(g, w)

@@ -36,6 +36,10 @@ CASES = {
     "log_softmax": (lambda x: torch.log_softmax(x, dim=-1), [torch.randn(6, 40, generator=GEN)]),
     "rms_4d": (rms_channels, [torch.randn(2, 16, 4, 4, generator=GEN)]),
     "sum_middle": (lambda x: torch.sum(x, dim=1), [torch.randn(2, 16, 8, generator=GEN)]),
+    # fp32 statistics of a bf16 input, cast back: the reference must compute all of it in fp64
+    "rms_fp32_stats": (lambda x: (x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True)
+                                                          + 1e-6)).to(x.dtype),
+                       [torch.randn(4, 32, generator=GEN).to(torch.bfloat16)]),
     "rotary": (apply_rotary_pos_emb, [torch.randn(1, 4, 16, 8, generator=GEN),
                                       torch.randn(1, 2, 16, 8, generator=GEN),
                                       torch.randn(1, 16, 8, generator=GEN),
@@ -63,7 +67,7 @@ def test_replay_is_the_model_and_float64_is_the_reference(name):
     assert torch.equal(r.replay(xs), flat(fn(*xs)))
     exact = r.replay([x.double() for x in xs], upcast=True)
     assert exact.dtype == torch.float64
-    assert torch.allclose(exact, flat(fn(*[x.double() for x in xs])), atol=1e-12)
+    assert torch.allclose(exact, flat(fn(*[x.double() for x in xs])).double(), atol=1e-12)
 
 
 def test_the_ops_are_kept_as_the_model_called_them():

@@ -16,6 +16,7 @@ import torch
 
 from autokernel import kernel_ops
 from autokernel.kernel_ops import LoadedKernel, Router
+from autokernel.specs.region import compile_expr
 
 
 @dataclass
@@ -23,6 +24,12 @@ class GenericRoute:
     kernel: LoadedKernel
     router: Router
     slot: int
+
+    def __post_init__(self) -> None:
+        region = self.kernel.region
+        assert region is not None
+        sizes = region.meta.get("output_sizes") or [o["shape"] for o in region.meta["outputs"]]
+        self._shapes = [[compile_expr(str(e)) for e in shape] for shape in sizes]
 
     def run(self, tensors: list[torch.Tensor]) -> object:
         out = kernel_ops.generic(list(tensors), self.slot)
@@ -32,7 +39,8 @@ class GenericRoute:
             return out
         values = _values(region, tensors)
         parts, start = [], 0
-        for shape in region.output_shapes(values):
+        for fns in self._shapes:
+            shape = [f(values) for f in fns]
             n = math.prod(shape)
             parts.append(out[start : start + n].view(shape))
             start += n

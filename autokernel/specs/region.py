@@ -66,6 +66,27 @@ def eval_expr(expr: str, values: Mapping[str, int]) -> int:
     return int(_eval(tree.body, values, expr))
 
 
+def compile_expr(expr: str) -> Callable[[Mapping[str, int]], int]:
+    """eval_expr's expression parsed once: a closure over the syntax tree, which torch.compile
+    can trace where it cannot parse (verify cuts a region's outputs apart with these)."""
+    try:
+        tree = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        raise RegionError(f"size expression {expr!r} does not parse") from None
+    eval_expr(expr, _Any())  # refuse what _eval refuses, now
+    return lambda values: int(_eval(tree, values, expr))
+
+
+class _Any(dict):
+    """Every symbol 2: enough to walk an expression's tree once."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def __getitem__(self, key: str) -> int:
+        return 2
+
+
 def _eval(node: ast.AST, values: Mapping[str, int], expr: str) -> int:
     if isinstance(node, ast.Constant) and type(node.value) is int:
         return node.value
@@ -177,7 +198,8 @@ class Region:
             elif not (isinstance(op, str) and _OP_NAME.fullmatch(op) and _aten(op) is not None):
                 raise RegionError(f"node {i}: {op!r} is not an aten op or a size operation")
             _refs_before(node.get("args", []), i)
-            _refs_before(node.get("kwargs", {}), i)
+            for v in node.get("kwargs", {}).values():  # the kwargs dict is no encoded value
+                _refs_before(v, i)
         if not self.outputs or any(not 0 <= o < len(self.nodes) for o in self.outputs):
             raise RegionError("outputs name no node")
 
@@ -287,7 +309,7 @@ class Region:
                 env.append(graph.call_function(fn, (xs[int(node["input"])], int(node["dim"]))))
                 continue
             args = _value(node.get("args", []), env, False, device)
-            kwargs = _value(node.get("kwargs", {}), env, False, device)
+            kwargs = {k: _value(v, env, False, device) for k, v in node.get("kwargs", {}).items()}
             target = SYM_OPS.get(op) or _aten(op)
             env.append(graph.call_function(target, tuple(args), kwargs))
         outs = [env[i] for i in self.outputs]
@@ -375,7 +397,7 @@ def _run(node: dict, env: list, tensors: Sequence[torch.Tensor], upcast: bool) -
         return int(tensors[int(node["input"])].stride(int(node["dim"])))
     device = tensors[0].device if tensors else None
     args = _value(node.get("args", []), env, upcast, device)
-    kwargs = _value(node.get("kwargs", {}), env, upcast, device)
+    kwargs = {k: _value(v, env, upcast, device) for k, v in node.get("kwargs", {}).items()}
     if op in SYM_OPS:
         return SYM_OPS[op](*args)
     target = _aten(op)
