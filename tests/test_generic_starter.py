@@ -47,13 +47,15 @@ def test_starter_is_inductors_kernel_within_the_guard_and_right_at_every_size(na
     assert "triton_" in source  # Inductor's own kernel names: triton_poi_*/triton_red_*
     module = load(tmp_path, source)
     spec = generic_spec(region(name).to_dict())
+    dtype = spec.dtypes[0]  # the region's own: fp32 here, bf16 for rms_fp32_stats
+    atol, rtol = spec.tolerance(dtype)
     for size in (spec.cpu.smoke, *spec.cpu.sweep[1:4]):
         gen = torch.Generator().manual_seed(1)
-        args = spec.make_inputs(size, torch.float32, gen, torch.device("cpu"))
+        args = spec.make_inputs(size, dtype, gen, torch.device("cpu"))
         got = module.kernel_fn(*args)
         want = spec.reference(*[a.double() for a in args])
-        assert got.shape == want.shape and got.dtype == torch.float32
-        torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4)
+        assert got.shape == want.shape and got.dtype == spec.out_dtype(dtype)
+        torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol)
 
 
 @pytest.mark.slow
