@@ -56,6 +56,30 @@ def test_every_planned_target_is_plugged_in_by_verify(path, tmp_path):
         assert result.calls[key]["kernel"] > 0, (k.name, result.calls[key])
 
 
+@pytest.mark.slow
+def test_the_test_models_targets_are_plugged_in(tmp_path):
+    """test_verify's tiny model with all nine types, and test_profiler's modules recognized by
+    what they compute (an unnamed RMSNorm, a GELU MLP named like SwiGLU, a scale with eps)."""
+    from autokernel.model_input import LoadedModel
+    from tests.test_profiler import MODULES
+    from tests.test_verify import Tiny, tiny_inputs
+
+    path = tmp_path / "modules.py"
+    path.write_text(MODULES)
+    models = [LoadedModel(Tiny().eval(), tiny_inputs(), torch.float32, torch.device("cpu"),
+                          "tiny"), load_model(ModelSource(path=path))]  # fmt: skip
+    for loaded in models:
+        plan = tmp_path / f"{loaded.name}.yaml"
+        write_plan(run_profile(loaded, iters=1, warmup=1), plan)
+        kernels = kernels_for(plan)
+        result = verify_model(loaded.model, loaded.inputs, kernels, timing=False)
+        assert not result.errors and result.outputs_match, (loaded.name, result.errors)
+        assert len({k.kernel_type for k in kernels}) >= 2
+        for k in kernels:
+            key = k.name if k.kernel_type == GENERIC else k.kernel_type
+            assert result.calls[key]["kernel"] > 0, (loaded.name, k.name)
+
+
 EXPECTED = {  # model -> the kernel types / generic targets (named for the call) it must plan
     "softmax_method": {"softmax"},
     "sum_method": {"reduce"},

@@ -67,8 +67,8 @@ def generate(region: Region, device: torch.device) -> InductorCode:
     found: dict[str, object] = {}
 
     def grab(self: GraphLowering) -> object:
-        wrapper, _ = self.codegen_with_cpp_wrapper() if self.cpp_wrapper else self.codegen()
-        found["wrapper"] = wrapper.value
+        wrapper = self.codegen()[0]  # (wrapper, kernels) now, (code, line map) before 2.6
+        found["wrapper"] = getattr(wrapper, "value", wrapper)
         raise _Generated
 
     def backend(graph: torch.fx.GraphModule, example_inputs: list):
