@@ -78,7 +78,7 @@ def test_llama_targets_have_the_model_shapes():
     assert not names & {"aten::rsqrt", "aten::silu", "aten::mm", "aten::linear"}
 
 
-def test_gpt2_targets():
+def test_gpt2_targets(monkeypatch):
     got = targets(example("gpt2_style"))
     assert got[("layernorm", shape(rows=128, cols=128))].calls == 5
     attn = got[("flash_attention", shape(batch=2, heads=4, kv_heads=4, seq=64, head_dim=32))]
@@ -86,8 +86,12 @@ def test_gpt2_targets():
     assert got[("matmul", shape(M=128, N=384, K=128))].calls == 2  # c_attn
     assert got[("matmul", shape(M=128, N=512, K=128))].calls == 3  # c_fc ×2 and lm_head
     assert got[("matmul", shape(M=128, N=128, K=512))].calls == 2  # mlp c_proj
-    # the tanh GELU is no kernel type: a generic target, traced as the model called it
-    (gelu,) = [r for r in example("gpt2_style").targets if r.kind == "generic"]
+    # the tanh GELU is no kernel type: a generic target, traced as the model called it (whatever
+    # its share of a loaded CPU's time: the 2 % cut is policy, not recognition)
+    monkeypatch.setattr("autokernel.model.profile_regions.GENERIC_MIN_SHARE", 0.0)
+    loaded = load_model(ModelSource(path=EXAMPLES / "gpt2_style.py"))
+    prof = run_profile(loaded, iters=ITERS, warmup=WARMUP)
+    (gelu,) = [r for r in prof.targets if r.kind == "generic" and "gelu" in r.name]
     assert gelu.name == "torch.nn.functional.gelu" and gelu.calls == 2
     (op,) = [n for n in gelu.region["nodes"] if n["op"] == "aten.gelu.default"]
     assert op["kwargs"] == {"approximate": "tanh"}
