@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autokernel import backends
+from autokernel import backends, briefing
 from autokernel.orchestrate import TargetState
 
 if TYPE_CHECKING:
@@ -15,11 +15,7 @@ if TYPE_CHECKING:
 
 
 def _starter(loop: Loop, ts: TargetState) -> tuple[str, str]:
-    kind = ts.target.kernel_type
-    backend = backends.start_backend(loop.state.backend)
-    path = backends.starter_path(kind, backend)
-    shown = path.relative_to(backends.STARTERS.parent)
-    return path.read_text(), f"baseline: the shipped {shown}"
+    return briefing.target_starter(ts.target, backends.start_backend(loop.state.backend))
 
 
 def begin(loop: Loop) -> None:

@@ -12,21 +12,51 @@ from autokernel import backends, reference
 from autokernel.agents.base import Context
 from autokernel.orchestrate import State, TargetState
 from autokernel.shipped import PROGRAM
-from autokernel.specs import get_spec, parse_dtype
+from autokernel.specs import GENERIC, parse_dtype
+from autokernel.specs.region import Region
+from autokernel.targets import Target
+
+
+def target_starter(target: Target, backend: str = "triton") -> tuple[str, str]:
+    """(source, what it is) of the kernel a target's night starts from: the shipped starter of
+    its type in the backend, or for a generic target the Triton torch.compile generates for its
+    region (Triton whatever the backend: Inductor writes no CUDA C++)."""
+    if target.kernel_type != GENERIC:
+        path = backends.starter_path(target.kernel_type, backend)
+        shown = path.relative_to(backends.STARTERS.parent)
+        return path.read_text(), f"baseline: the shipped {shown}"
+    import torch
+
+    from autokernel.model.generic_starter import starter_for
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return starter_for(target.region or {}, device), "baseline: torch.compile's own Triton"
+
+
+def reference_text(target: Target) -> str:
+    if target.kernel_type == GENERIC:
+        return Region.from_dict(target.region or {}).text()
+    return inspect.getsource(getattr(reference, target.kernel_type))
 
 
 def spec_text(ts: TargetState, on_gpu: bool) -> str:
     t = ts.target
-    spec = get_spec(t.kernel_type)
-    fn = getattr(reference, t.kernel_type)
+    spec = t.spec()
     sizes = spec.sizes(on_gpu)
     dtype = t.dtype or str(spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu)
+    if t.kernel_type == GENERIC:
+        signature = (f"signature: kernel_fn({', '.join(spec.arg_names)})  (the region's inputs "
+                     "in order; the result is the region's, below)")  # fmt: skip
+        checked = "correctness is checked in that dtype, the one the model runs it in"
+    else:
+        fn = getattr(reference, t.kernel_type)
+        signature = (f"signature: kernel_fn{inspect.signature(fn)}  (same arguments and result "
+                     f"as reference.{t.kernel_type})")  # fmt: skip
+        checked = "correctness is checked in float16, bfloat16 and float32"
     lines = [
         f"target: {t.name} (kernel type {t.kernel_type}, {spec.bound}-bound)",
-        f"signature: kernel_fn{inspect.signature(fn)}  (same arguments and result as "
-        f"reference.{t.kernel_type})",
-        f"benchmark dtype: {dtype.removeprefix('torch.')}; correctness is checked in float16, "
-        "bfloat16 and float32",
+        signature,
+        f"benchmark dtype: {dtype.removeprefix('torch.')}; {checked}",
     ]
     if t.shapes:
         lines.append("the model's real shapes (timed, and decide keep/revert): "
@@ -81,7 +111,7 @@ def context(
         spec_text=spec_text(ts, on_gpu)
         + "\n"
         + backends.briefing(state.backend, ts.target.kernel_type, on_gpu),
-        reference_source=inspect.getsource(getattr(reference, ts.target.kernel_type)),
+        reference_source=reference_text(ts.target),
         kernel_source=best_source,
         history=[r for r in rows if r.get("target") == ts.name],
         last_failure=ts.last_failure,

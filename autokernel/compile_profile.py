@@ -150,7 +150,7 @@ def measure_compiled(
         _sync(cuda)
     # No module hooks on a compiled model (dynamo would trace them): ops are owned by themselves.
     events = list(prof.events())
-    result = attribute(events, ModuleRecorder(nn.Module()), cuda, iters)
+    result = attribute(events, ModuleRecorder(nn.Module()), cuda, iters, by_name=True)
     kernels = [
         (e.name, float(e.self_device_time_total))
         for e in events

@@ -42,7 +42,9 @@ if not torch.cuda.is_available():
 
 from autokernel import reference
 from autokernel.kernel_file import import_file
-from autokernel.specs import DTYPES, SPECS
+from autokernel.model.kinds import GENERIC_SCHEMA, KINDS, call_size, same_size
+from autokernel.specs import DTYPES, GENERIC, KERNEL_TYPES, SPECS
+from autokernel.specs.region import Region
 
 NAMESPACE = "autokernel"
 Policy = Literal["dtype", "plan"]
@@ -59,6 +61,8 @@ class LoadedKernel:
     fn: Callable
     path: Path
     shapes: tuple[Mapping[str, int], ...] = ()  # the plan's real shapes, if known
+    region: Region | None = None  # a generic kernel's region (its target's, from the run)
+    route: str = ""  # a generic kernel's route key: where in the model it goes
 
 
 def load_kernel(path: Path, name: str | None = None, shapes: Sequence = ()) -> LoadedKernel:
@@ -75,8 +79,10 @@ def load_kernel(path: Path, name: str | None = None, shapes: Sequence = ()) -> L
     except Exception as exc:  # a user's kernel file may raise anything at import
         raise KernelLoadError(f"{path}: import failed: {type(exc).__name__}: {exc}") from exc
     kind, fn = getattr(module, "KERNEL_TYPE", None), getattr(module, "kernel_fn", None)
-    if kind not in SPECS:
-        raise KernelLoadError(f"{path}: KERNEL_TYPE is {kind!r}, not one of {', '.join(SPECS)}")
+    if kind not in KERNEL_TYPES:
+        raise KernelLoadError(
+            f"{path}: KERNEL_TYPE is {kind!r}, not one of {', '.join(KERNEL_TYPES)}"
+        )
     if not callable(fn):
         raise KernelLoadError(f"{path}: defines no kernel_fn")
     return LoadedKernel(name or path.stem, kind, fn, path, tuple(dict(s) for s in shapes))
@@ -102,33 +108,10 @@ def interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
-def call_size(kind: str, args: Sequence) -> dict[str, int]:
-    """The call's size in the spec's dims, as plan.yaml records real shapes."""
-    a = args[0]
-    if kind == "matmul":
-        return {"M": a.shape[0], "N": args[1].shape[1], "K": a.shape[1]}
-    if kind == "flash_attention":
-        b, h, s, d = a.shape
-        return {"batch": b, "heads": h, "kv_heads": args[1].shape[1], "seq": s, "head_dim": d}
-    if kind == "fused_mlp":
-        return {"M": a.numel() // a.shape[-1], "hidden": a.shape[-1], "inter": args[1].shape[0]}
-    if kind == "cross_entropy":
-        return {"rows": a.shape[0], "vocab": a.shape[1]}
-    if kind == "rotary_embedding":
-        return dict(zip(("batch", "heads", "seq", "head_dim"), a.shape, strict=True))
-    return {"rows": a.numel() // max(1, a.shape[-1]), "cols": a.shape[-1]}  # row-wise types
-
-
-def same_size(kind: str, call: Mapping[str, int], planned: Mapping[str, int]) -> bool:
-    """Row-wise plans may split rows into batch x rows; compare the flattened row count."""
-    if kind in ("softmax", "layernorm", "rmsnorm", "reduce"):
-        rows = planned.get("batch", 1) * planned.get("rows", 0)
-        return (rows, planned.get("cols")) == (call["rows"], call["cols"])
-    return all(planned[k] == v for k, v in call.items() if k in planned)
-
-
-def unsupported(kind: str, args: Sequence) -> str | None:
+def unsupported(kind: str, args: Sequence, region: Region | None = None) -> str | None:
     """Why the kernel contract does not cover this call, or None (then a kernel may run)."""
+    if kind == GENERIC:
+        return _generic_unsupported(args[0], region)
     tensors = [t for t in args if isinstance(t, torch.Tensor)]
     x = tensors[0]
     if x.dtype not in DTYPES:
@@ -158,22 +141,31 @@ def unsupported(kind: str, args: Sequence) -> str | None:
     return None
 
 
+def _generic_unsupported(xs: Sequence[torch.Tensor], region: Region | None) -> str | None:
+    """A generic kernel runs where its traced code holds: the region's dtypes, ranks, size-1
+    dims and layout (Region.bind), on a device Triton runs on."""
+    if region is None:
+        return "no region"
+    bound = region.bind(xs)
+    if isinstance(bound, str):
+        return bound
+    devices = {t.device for t in xs}
+    if len(devices) > 1:
+        return "tensors on several devices"
+    (device,) = devices or {torch.device("cpu")}
+    if device.type != "cuda" and not (device.type == "cpu" and interpreter_on()):
+        return f"device {device.type} (Triton needs CUDA or TRITON_INTERPRET=1)"
+    return None
+
+
 def _label(kind: str, size: Mapping[str, int]) -> str:
+    if kind == GENERIC:
+        return "x".join(str(v) for v in size.values())
     return SPECS[kind].label(size)
 
 
 # Tensors lead every op's arguments: how many, per type (the signature a route is cached by).
-_N_TENSORS = {
-    "matmul": 2,
-    "flash_attention": 3,
-    "fused_mlp": 4,
-    "softmax": 1,
-    "layernorm": 3,
-    "rmsnorm": 2,
-    "cross_entropy": 2,
-    "rotary_embedding": 3,
-    "reduce": 1,
-}
+_N_TENSORS = {kind: side.n_tensors for kind, side in KINDS.items()}
 
 # Shape, dtype and device of the leading tensors, written out: a comprehension over the tensors
 # took twice as long (a frame per call, about 3 us on the loaded 2-core CPU).
@@ -225,11 +217,15 @@ class Router:
         if not torch.compiler.is_compiling():
             self.fallbacks[reason] += 1
 
+    @property
+    def region(self) -> Region | None:
+        return self.kernels[0].region if self.kernels else None
+
     def choose(self, args: Sequence) -> tuple[LoadedKernel | None, str]:
-        reason = unsupported(self.kind, args)
+        reason = unsupported(self.kind, args, self.region)
         if reason:
             return None, reason
-        size = call_size(self.kind, args)
+        size = self.region.bind(args[0]) if self.kind == GENERIC else call_size(self.kind, args)
         for k in self.kernels:
             if any(same_size(self.kind, size, s) for s in k.shapes):
                 return k, ""
@@ -240,6 +236,9 @@ class Router:
     def signature(self, args: Sequence) -> tuple:
         """What the route depends on. The kernels and the policy are in it, so a kernel added
         or a policy changed after the first call is not missed."""
+        if self.kind == GENERIC:
+            return (len(self.kernels), self.policy,
+                    *((t.shape, t.stride(), t.dtype, t.device) for t in args[0]))  # fmt: skip
         return (len(self.kernels), self.policy, *_SIGNATURES[_N_TENSORS[self.kind]](args))
 
     def __call__(self, *args):
@@ -252,22 +251,28 @@ class Router:
         try:
             if route.kernel is None:
                 self.fallbacks[route.reason] += 1
-                out = _REFERENCE[self.kind](*args)
+                out = self._reference(args)
             else:
                 self.calls[route.kernel.name] += 1
-                out = route.kernel.fn(*args)
+                out = route.kernel.fn(*(args[0] if self.kind == GENERIC else args))
         finally:
             _STATE.depth -= 1
         if first:
             # A custom op's output must not alias its inputs. Whether a kernel's output does is
             # a matter of its call signature (a starter plans it so), and checking each call's
             # storages cost about a microsecond per tensor: checked on a signature's first call.
-            tensors = args[: _N_TENSORS[self.kind]]
+            tensors = args[0] if self.kind == GENERIC else args[: _N_TENSORS[self.kind]]
             route.clone = any(_shares_storage(out, t) for t in tensors)
             if len(self.routes) >= 4096:  # models with ever-changing shapes: start afresh
                 self.routes.clear()
             self.routes[key] = route
         return out.clone() if route.clone else out
+
+    def _reference(self, args: Sequence) -> torch.Tensor:
+        if self.kind == GENERIC:
+            assert self.region is not None
+            return self.region.replay(args[0])  # as the model computes it, in its dtype
+        return _REFERENCE[self.kind](*args)
 
 
 def _shares_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -304,7 +309,7 @@ def in_op() -> bool:
 
 
 @contextlib.contextmanager
-def _inside_op() -> Iterator[None]:
+def inside_op() -> Iterator[None]:
     _STATE.depth += 1
     try:
         yield
@@ -326,19 +331,8 @@ def _route(slot: int, *args):
 # (CompositeExplicitAutograd); the fake implementations give torch.compile shapes and dtypes.
 _LIB = torch.library.Library(NAMESPACE, "FRAGMENT")
 
-SCHEMAS: dict[str, str] = {
-    "matmul": "(Tensor A, Tensor B, int slot) -> Tensor",
-    "softmax": "(Tensor x, int slot) -> Tensor",
-    "layernorm": "(Tensor x, Tensor weight, Tensor bias, float eps, int slot) -> Tensor",
-    "rmsnorm": "(Tensor x, Tensor weight, float eps, int slot) -> Tensor",
-    "cross_entropy": "(Tensor logits, Tensor targets, int slot) -> Tensor",
-    "reduce": "(Tensor x, int slot) -> Tensor",
-    "flash_attention": (
-        "(Tensor Q, Tensor K, Tensor V, bool causal, float? sm_scale, int slot) -> Tensor"
-    ),
-    "fused_mlp": "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, int slot) -> Tensor",
-    "rotary_embedding": "(Tensor x, Tensor cos, Tensor sin, int slot) -> Tensor",
-}
+SCHEMAS: dict[str, str] = {kind: side.schema for kind, side in KINDS.items()}
+SCHEMAS[GENERIC] = GENERIC_SCHEMA
 
 
 def _impl(*args):
@@ -346,29 +340,16 @@ def _impl(*args):
     return _route(args[-1], *args[:-1])
 
 
-def _like(x: torch.Tensor, *_args) -> torch.Tensor:
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+def _generic_fake(xs: list[torch.Tensor], slot: int) -> torch.Tensor:
+    """The region's output shape and dtype: its description replayed on the fake inputs."""
+    router = _ROUTERS.get(slot)
+    if router is None or router.region is None:
+        raise RuntimeError(f"autokernel generic op with slot {slot}: no region registered")
+    return router.region.replay(xs)
 
 
-def _cross_entropy_fake(logits: torch.Tensor, targets: torch.Tensor, slot: int) -> torch.Tensor:
-    out = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    return logits.new_empty((), dtype=out)
-
-
-# Fake implementations: the reference's output shape and dtype, no data.
-_FAKES: dict[str, Callable] = {
-    "matmul": lambda A, B, slot: A.new_empty((A.shape[0], B.shape[1])),
-    "softmax": _like,
-    "layernorm": _like,
-    "rmsnorm": _like,
-    "rotary_embedding": _like,
-    "reduce": lambda x, slot: x.new_empty(x.shape[:-1]),
-    "fused_mlp": lambda x, wg, wu, wd, slot: x.new_empty((*x.shape[:-1], wd.shape[0])),
-    "flash_attention": lambda Q, K, V, causal, sm_scale, slot: Q.new_empty(
-        (*Q.shape[:-1], V.shape[-1])
-    ),
-    "cross_entropy": _cross_entropy_fake,
-}
+_FAKES: dict[str, Callable] = {kind: side.fake for kind, side in KINDS.items()}
+_FAKES[GENERIC] = _generic_fake
 
 
 def _define(kind: str) -> Callable:
@@ -396,26 +377,9 @@ def _eager_shortcut(op: Callable) -> Callable:
     return call
 
 
-matmul = _define("matmul")
-softmax = _define("softmax")
-layernorm = _define("layernorm")
-rmsnorm = _define("rmsnorm")
-cross_entropy = _define("cross_entropy")
-reduce = _define("reduce")
-flash_attention = _define("flash_attention")
-fused_mlp = _define("fused_mlp")
-rotary_embedding = _define("rotary_embedding")
-
-OPS: dict[str, Callable] = {
-    "matmul": matmul,
-    "flash_attention": flash_attention,
-    "fused_mlp": fused_mlp,
-    "softmax": softmax,
-    "layernorm": layernorm,
-    "rmsnorm": rmsnorm,
-    "cross_entropy": cross_entropy,
-    "rotary_embedding": rotary_embedding,
-    "reduce": reduce,
-}
-
-assert set(OPS) == set(SPECS), "one op per kernel type"
+OPS: dict[str, Callable] = {kind: _define(kind) for kind in KERNEL_TYPES}
+matmul, softmax, layernorm, rmsnorm = (OPS[k] for k in ("matmul", "softmax", "layernorm",
+                                                         "rmsnorm"))  # fmt: skip
+cross_entropy, reduce, flash_attention = (OPS[k] for k in ("cross_entropy", "reduce",
+                                                            "flash_attention"))  # fmt: skip
+fused_mlp, rotary_embedding, generic = OPS["fused_mlp"], OPS["rotary_embedding"], OPS[GENERIC]

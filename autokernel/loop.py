@@ -359,6 +359,7 @@ class Loop:
         return sandbox.Options(
             timeout_s=st.timeout_s, seed=st.seed, quick=st.quick, dtype=ts.target.dtype,
             compile_baseline=st.compile_baseline, extra_sizes=ts.target.harness_sizes(),
+            region=ts.target.region,
         )  # fmt: skip
 
     def _remeasure(self, ts: TargetState) -> Remeasure:

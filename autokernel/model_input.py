@@ -118,6 +118,12 @@ def run_placement(
     return device, floats[0].dtype if floats else torch.float32
 
 
+def placed_at(model: nn.Module, inputs: list) -> tuple[torch.device, torch.dtype]:
+    """Where the model and inputs are now (after place_inputs), for the report: the device
+    its tensors are really on, never the one asked for."""
+    return run_placement(model, inputs, cuda_available=False)
+
+
 def _tensors(value: object) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         return [value]

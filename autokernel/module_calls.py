@@ -1,116 +1,118 @@
-"""Which module called each op: every module call becomes a profiler range with a record.
+"""Who called each op: module forwards, torch calls and the model's own functions become
+profiler ranges, each labelled with the index of a record.
 
-Hooks open a `record_function` range around each module's forward, labelled with the index of a
-`ModuleCall` that remembers the module's path, class, what kernel type the whole module is (an
-eager RMSNorm is one rmsnorm, not a reduce plus elementwise ops) and the real shape of its input.
-The attribution then walks from each op up to the outermost module that claims it.
+Hooks open a `record_function` range around each module's forward, a TorchFunctionMode one
+around each torch call that takes a tensor (x.softmax(-1) as much as torch.softmax), and
+wrappers one around each call of a module-level function of the model's modules (a rotary
+helper). Each record says what the matcher (autokernel.model.matcher) made of the call: a kernel
+type with its real shape and arguments, or nothing, in which case its route key (how verify
+would find it again) lets the attribution make it a generic target. The attribution then walks
+from each op up to the outermost record that claims it.
 """
 
 from __future__ import annotations
 
-import re
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from autokernel.model import calls as callnames
+from autokernel.model.matcher import Match, match_call, match_function, match_module
 
 LABEL_PREFIX = "ak.module::"
-MLP_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))  # HF and Meta naming
+CALL_PREFIX = "ak.call::"
+FUNCTION_PREFIX = "ak.fn::"
+PREFIXES = (LABEL_PREFIX, CALL_PREFIX, FUNCTION_PREFIX)
+_OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
 
 
 @dataclass
 class ModuleCall:
-    path: str  # 'layers.0.mlp'; '' for the model itself
-    cls: str
-    kind: str | None  # the kernel type the whole module computes, None: look inside
+    """One module forward, torch call or model function call (despite the name, which the
+    module forwards it began with kept)."""
+
+    path: str  # module path ('layers.0.mlp'; '' for the model); the enclosing module's for calls
+    cls: str  # class name, torch call name or function name: what a row shows
+    kind: str | None  # the kernel type the whole call computes, None: look inside
     shape: dict[str, int] = field(default_factory=dict)
     dtype: torch.dtype | None = None
     args: dict[str, object] = field(default_factory=dict)
-    needs: str | None = None  # an aten op that must run inside for `kind` to hold
+    route: str = "module"  # module, call or function
+    key: str = ""  # the route key (autokernel.model.calls): how verify finds the same call
+    inputs: str = ""  # the tensors' shapes as called, for a generic row: '8x64, 64'
 
     @property
     def pattern(self) -> str:
         """'layers.*.mlp': the path with layer indices folded, so repeated layers group."""
-        return re.sub(r"\.\d+(?=\.|$)", ".*", self.path) or "(model)"
+        return callnames.pattern(self.path)
 
 
-def _eps(module: nn.Module, dtype: torch.dtype) -> float:
-    eps = getattr(module, "eps", None)
-    if eps is None:
-        eps = getattr(module, "variance_epsilon", None)
-    if eps is None:  # nn.RMSNorm(eps=None) uses the dtype's machine epsilon
-        eps = torch.finfo(dtype).eps if dtype.is_floating_point else 1e-6
-    return float(eps)
-
-
-def _rows_cols(x: torch.Tensor) -> dict[str, int]:
-    cols = x.shape[-1] if x.dim() else 1
-    return {"rows": x.numel() // max(cols, 1), "cols": cols}
-
-
-def _mlp_linears(module: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear] | None:
-    for names in MLP_NAMES:
-        parts = [getattr(module, n, None) for n in names]
-        if all(isinstance(p, nn.Linear) for p in parts):
-            return parts[0], parts[1], parts[2]
-    return None
-
-
-def classify(module: nn.Module, x: torch.Tensor | None) -> ModuleCall:
-    """The kernel type a module computes as a whole, from its class and input (path unset)."""
-    name = type(module).__name__
-    call = ModuleCall(path="", cls=name, kind=None)
-    if x is None or not x.is_floating_point():
-        return call
-    call.dtype = x.dtype
-    lname = name.lower()
-    rms_cls = getattr(nn, "RMSNorm", ())
-    weight = getattr(module, "weight", None)
-    has_bias = getattr(module, "bias", None) is not None
-    if isinstance(module, rms_cls) or "rmsnorm" in lname:
-        call.kind = "rmsnorm"
-    elif isinstance(module, nn.LayerNorm) or ("layernorm" in lname and has_bias):
-        call.kind = "layernorm"
-    elif (
-        isinstance(weight, torch.Tensor)
-        and weight.dim() == 1
-        and not has_bias
-        and (hasattr(module, "eps") or hasattr(module, "variance_epsilon"))
-    ):
-        # Unnamed RMSNorm: a scale and an eps; it counts only if it really takes an rsqrt.
-        call.kind, call.needs = "rmsnorm", "aten::rsqrt"
-    if call.kind in ("rmsnorm", "layernorm"):
-        call.shape, call.args = _rows_cols(x), {"eps": _eps(module, x.dtype)}
-        return call
-    linears = _mlp_linears(module)
-    if linears is not None:
-        gate = linears[0]
-        call.kind, call.needs = "fused_mlp", "aten::silu"
-        call.shape = {
-            "M": x.numel() // gate.in_features,
-            "hidden": gate.in_features,
-            "inter": gate.out_features,
-        }
-    elif isinstance(module, nn.Linear):
-        call.kind = "matmul"
-        k = module.in_features
-        call.shape = {"M": x.numel() // k, "N": module.out_features, "K": k}
+def _record(match: Match | None, first: tuple, **fields: Any) -> ModuleCall:
+    call = ModuleCall(kind=match.kind if match else None, **fields)
+    if match is not None:
+        call.shape, call.dtype, call.args = match.shape, match.dtype, dict(match.args)
+    else:
+        tensors = callnames.tensors_of(*first)
+        call.dtype = tensors[0].dtype if tensors else None
     return call
 
 
-def _first_tensor(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    for value in (*args, *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            return value
-    return None
+def _shapes(args: tuple, kwargs: dict) -> str:
+    return ", ".join("x".join(map(str, t.shape)) or "scalar"
+                     for t in callnames.tensors_of(args, kwargs))  # fmt: skip
+
+
+def _quiet() -> bool:
+    from autokernel.kernel_ops import in_op
+
+    return in_op()
+
+
+class _CallMode(TorchFunctionMode):
+    """Labels each torch call that takes a tensor; metadata queries and direct op calls (the
+    profiler's own record_function ops among them) pass unlabelled."""
+
+    def __init__(self, recorder: ModuleRecorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        rec = self.recorder
+        if rec.quiet or _quiet() or isinstance(func, _OPS) or callnames.is_metadata(func):
+            return func(*args, **kwargs)
+        if not callnames.tensors_of(args, kwargs):
+            return func(*args, **kwargs)
+        rec.quiet = True
+        try:
+            call = _record(match_call(func, args, kwargs), (args, kwargs), path=rec.where(),
+                           route="call",
+                           cls=callnames.api_name(func), inputs=_shapes(args, kwargs),
+                           key=callnames.call_route(func, args, kwargs))  # fmt: skip
+            label = rec.add(call, CALL_PREFIX, (func, args, kwargs))
+        finally:
+            rec.quiet = False
+        with torch.profiler.record_function(label):
+            return func(*args, **kwargs)
 
 
 class ModuleRecorder:
-    """Installs the hooks on every submodule; `calls[i]` describes range `ak.module::i`."""
+    """Installs the hooks on every submodule; `calls[i]` describes range `<prefix>i`.
+    Torch calls and model functions are recorded only inside `active()`."""
 
     def __init__(self, model: nn.Module) -> None:
+        self.model = model
         self.calls: list[ModuleCall] = []
+        self.quiet = False  # inside our own matching (probes, op arguments): record nothing
+        self.grab: set[str] = set()  # route keys whose first call's arguments to keep
+        self.examples: dict[str, tuple[Callable, tuple, dict]] = {}
         self._open: list[object] = []
+        self._paths: list[str] = []
         self._handles = []
         for path, module in model.named_modules():
             self._handles.append(
@@ -118,20 +120,74 @@ class ModuleRecorder:
             )
             self._handles.append(module.register_forward_hook(self._post, always_call=True))
 
+    def where(self) -> str:
+        return self._paths[-1] if self._paths else ""
+
+    def add(self, call: ModuleCall, prefix: str, example: tuple) -> str:
+        self.calls.append(call)
+        if call.key in self.grab and call.key not in self.examples:
+            fn, args, kwargs = example
+            self.examples[call.key] = (fn, *_cloned(args, kwargs))
+        return f"{prefix}{len(self.calls) - 1}"
+
     def _pre(self, path: str):
         def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
-            call = classify(module, _first_tensor(args, kwargs))
-            call.path = path
-            self.calls.append(call)
-            rf = torch.profiler.record_function(f"{LABEL_PREFIX}{len(self.calls) - 1}")
+            if self.quiet or _quiet():
+                self._open.append(None)
+                return
+            self.quiet = True
+            try:
+                call = _record(match_module(module, args, kwargs), (args, kwargs), path=path,
+                               cls=type(module).__name__, inputs=_shapes(args, kwargs),
+                               key=callnames.module_route(module, path, args, kwargs))  # fmt: skip
+                label = self.add(call, LABEL_PREFIX, (module, args, kwargs))
+            finally:
+                self.quiet = False
+            rf = torch.profiler.record_function(label)
             rf.__enter__()
             self._open.append(rf)
+            self._paths.append(path)
 
         return hook
 
     def _post(self, module: nn.Module, args: tuple, output: object) -> None:
         if self._open:
-            self._open.pop().__exit__(None, None, None)
+            rf = self._open.pop()
+            if rf is not None:
+                self._paths.pop()
+                rf.__exit__(None, None, None)
+
+    def _function(self, fn: Callable) -> Callable:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self.quiet or _quiet() or not callnames.tensors_of(args, kwargs):
+                return fn(*args, **kwargs)
+            self.quiet = True
+            try:
+                call = _record(match_function(fn, args, kwargs), (args, kwargs),
+                               path=self.where(),
+                               cls=fn.__qualname__, route="function", inputs=_shapes(args, kwargs),
+                               key=callnames.function_route(fn, args, kwargs))  # fmt: skip
+                label = self.add(call, FUNCTION_PREFIX, (fn, args, kwargs))
+            finally:
+                self.quiet = False
+            with torch.profiler.record_function(label):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[None]:
+        """Torch calls and the model's functions recorded for the duration."""
+        swaps = []
+        for g, name, fn in callnames.model_functions(self.model):
+            swaps.append((g, name, fn))
+            g[name] = self._function(fn)
+        try:
+            with _CallMode(self):
+                yield
+        finally:
+            for g, name, fn in reversed(swaps):
+                g[name] = fn
 
     def remove(self) -> None:
         for h in self._handles:
@@ -139,6 +195,14 @@ class ModuleRecorder:
         self._handles.clear()
 
     def call_of(self, label: str) -> ModuleCall | None:
-        if not label.startswith(LABEL_PREFIX):
-            return None
-        return self.calls[int(label.removeprefix(LABEL_PREFIX))]
+        for prefix in PREFIXES:
+            if label.startswith(prefix):
+                return self.calls[int(label.removeprefix(prefix))]
+        return None
+
+
+def _cloned(args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """A copy of the arguments that later in-place ops of the forward cannot change."""
+    values, spec = callnames.leaves(args, kwargs)
+    copied = [v.detach().clone() if isinstance(v, torch.Tensor) else v for v in values]
+    return callnames.rebuild(spec, copied, [v for v in copied if isinstance(v, torch.Tensor)])

@@ -25,15 +25,31 @@ from autokernel.profiler import (
     write_plan,
 )
 from autokernel.render import error_text, output_console
-from autokernel.specs import get_spec
+from autokernel.specs import GENERIC, get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
 COL_WHAT = "target shape args / modules"  # the one column that wraps
 
 
+def _shape(row: Row) -> str:
+    if row.kind == GENERIC:
+        return str(row.args.get("inputs", ""))  # the tensors as the model passed them
+    if not row.is_target or not row.shape:
+        return ""
+    return get_spec(row.kind).label(row.shape)
+
+
+def _kind(row: Row) -> str:
+    if row.kind == GENERIC and row.is_target:
+        return f"generic: {row.name}"
+    return row.kind if row.is_target else f"other: {row.name}"
+
+
 def _args(row: Row) -> str:
     return ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.args.items()
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in row.args.items()
+        if k != "inputs"  # a generic row's: shown as its shape
     )
 
 
@@ -45,12 +61,12 @@ def _what(row: Row, model_dtype: str) -> Text:
     """The target (or op), its shape, its dtype where it differs from the model's (the title
     names the model's), its arguments; on the next line the modules it runs in. Shapes and
     module lists are long: in columns of their own they left the figures no room at 100."""
-    parts = [row.kind if row.is_target else f"other: {row.name}"]
-    if row.is_target and row.shape:
-        parts.append(get_spec(row.kind).label(row.shape))
+    parts = [_kind(row)]
+    if _shape(row):
+        parts.append(_shape(row))
     if row.dtype and row.dtype != model_dtype:
         parts.append(row.dtype)
-    if row.args:
+    if _args(row):
         parts.append(_args(row))
     text = Text(" ".join(parts))
     if row.where:
@@ -109,6 +125,7 @@ def profile_view(prof: Profile) -> Group:
     if prof.device != "cuda":
         parts.append(Text("no CUDA: CPU time (self CPU time of aten ops)", "yellow"))
     parts += [profile_table(prof), check_line(prof), compile_line(prof)]
+    parts += [Text(f"note: {n}", "yellow") for n in prof.notes]
     return Group(*parts)
 
 

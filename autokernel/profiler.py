@@ -26,8 +26,10 @@ from autokernel.compile_profile import (
     measure_compiled,
     target_compile_ms,
 )
+from autokernel.model.profile_regions import add_regions
 from autokernel.model_input import LoadedModel
 from autokernel.module_calls import ModuleRecorder
+from autokernel.specs import GENERIC
 from autokernel.stats import amdahl
 
 WARMUP = 3  # forwards before profiling
@@ -49,10 +51,13 @@ class Row:
     calls: int  # per forward
     share: float  # of the profile's total
     where: list[str] = field(default_factory=list)  # module path patterns
+    route: str = ""  # a generic row's route key: how verify finds the same call
+    region: dict | None = None  # a generic target's traced description
+    op: str = ""  # the first computing aten op: the row's name if it stays 'other'
 
     @property
     def is_target(self) -> bool:
-        return self.kind in KERNEL_TYPES
+        return self.kind in KERNEL_TYPES or (self.kind == GENERIC and self.region is not None)
 
     def amdahl(self, speedup: float) -> float:
         """End-to-end speedup if this row alone ran `speedup` times faster (inf: free)."""
@@ -73,6 +78,7 @@ class Profile:
     wall_ms: float  # per forward, measured with a timer around the profiled loop
     compiled: CompiledFigures | None = None  # what torch.compile makes of the model
     compile_note: str = ""  # why there are no compiled figures
+    notes: list[str] = field(default_factory=list)  # generic rows that could not be traced
 
     @property
     def targets(self) -> list[Row]:
@@ -93,25 +99,32 @@ def run_profile(
 ) -> Profile:
     """Profile `iters` warm forwards of the loaded model and rank what their time went to."""
     cuda = loaded.device.type == "cuda"
-    for _ in range(warmup):
-        loaded.run()
+    recorder = ModuleRecorder(loaded.model)
+    # The warm-up runs recorded too: the matcher probes duck-typed modules and functions once
+    # (a tiny forward each), and those probes must not land in the profiled time.
+    with recorder.active():
+        for _ in range(max(1, warmup)):
+            loaded.run()
+    recorder.calls.clear()
     _sync(cuda)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    recorder = ModuleRecorder(loaded.model)
     try:
-        with profile(activities=activities, record_shapes=True) as prof:
+        with profile(activities=activities, record_shapes=True) as prof, recorder.active():
             start = time.perf_counter()
             for _ in range(iters):
                 with record_function(FORWARD_LABEL):
                     loaded.run()
             _sync(cuda)
             wall = time.perf_counter() - start
+        if trace is not None:
+            prof.export_chrome_trace(str(trace))
+        result = attribute(list(prof.events()), recorder, device=cuda, iterations=iters)
+        summary = _summarize(loaded, result, wall * 1e3 / iters)
+        add_regions(summary, loaded, recorder)
     finally:
         recorder.remove()
-    if trace is not None:
-        prof.export_chrome_trace(str(trace))
-    result = attribute(list(prof.events()), recorder, device=cuda, iterations=iters)
-    return _summarize(loaded, result, wall * 1e3 / iters)
+    summary.rows.sort(key=lambda r: r.ms, reverse=True)
+    return summary
 
 
 def add_compiled(
@@ -137,7 +150,9 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
     total_ms = result.forward_us * per
     groups: dict[tuple, list[Instance]] = {}
     for inst in result.instances:
-        if inst.kind in KERNEL_TYPES:
+        if inst.kind == GENERIC:
+            key = (GENERIC, inst.route)
+        elif inst.kind in KERNEL_TYPES:
             key = (
                 inst.kind,
                 tuple(sorted(inst.shape.items())),
@@ -156,6 +171,7 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
         ms = sum(m.us for m in members) * per
         if ms == 0 and first.kind not in KERNEL_TYPES:
             continue  # on CUDA: views, reshapes and other ops that launch no kernel
+        op = next((m.op for m in members if m.op), "")
         rows.append(
             Row(
                 kind=first.kind,
@@ -167,6 +183,8 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
                 calls=max(1, round(len(members) / n)),
                 share=ms / total_ms if total_ms > 0 else 0.0,
                 where=sorted({m.where for m in members if m.where}),
+                route=first.route,
+                op=op,
             )
         )
     rows.sort(key=lambda r: r.ms, reverse=True)
@@ -186,13 +204,22 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
 
 
 def target_names(rows: list[Row]) -> list[str]:
-    """'rmsnorm' for the biggest of its type, then 'rmsnorm_2', 'rmsnorm_3', ..."""
+    """'rmsnorm' for the biggest of its type, then 'rmsnorm_2', 'rmsnorm_3', ...; a generic
+    target is named for what the model called ('gelu', 'NewGELUActivation')."""
     seen: dict[str, int] = {}
     names = []
     for r in rows:
-        seen[r.kind] = seen.get(r.kind, 0) + 1
-        names.append(r.kind if seen[r.kind] == 1 else f"{r.kind}_{seen[r.kind]}")
+        base = r.kind if r.kind != GENERIC else _short(r.name)
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}_{seen[base]}")
     return names
+
+
+def _short(name: str) -> str:
+    """A file-name-safe short form of a call's name: 'torch.nn.functional.gelu' -> 'gelu'."""
+    last = name.rsplit(".", 1)[-1].strip("_") or "region"
+    safe = "".join(c if c.isalnum() or c == "_" else "_" for c in last)[:60]
+    return safe if safe[0].isalpha() else f"g_{safe}"
 
 
 def plan_data(prof: Profile) -> dict:
@@ -210,6 +237,7 @@ def plan_data(prof: Profile) -> dict:
             "ms": round(r.ms, 4),
             "args": dict(r.args),
             "modules": r.where,
+            **({"route": r.route, "region": r.region} if r.kind == GENERIC else {}),
         }
         for name, r in zip(target_names(targets), targets, strict=True)
     ]

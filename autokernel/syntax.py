@@ -14,7 +14,7 @@ import threading
 _LOCK = threading.Lock()
 
 
-def parse(source: str) -> ast.Module:
-    """ast.parse(source), one thread at a time."""
+def parse(source: str, mode: str = "exec") -> ast.AST:
+    """ast.parse(source, mode=mode), one thread at a time."""
     with _LOCK:
-        return ast.parse(source)
+        return ast.parse(source, mode=mode)

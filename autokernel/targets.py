@@ -11,7 +11,9 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from autokernel.specs import SPECS, dtype_name, get_spec, parse_dtype
+from autokernel.specs import GENERIC, KERNEL_TYPES, SPECS, KernelSpec, dtype_name, parse_dtype
+from autokernel.specs import resolve as resolve_spec
+from autokernel.specs.region import Region, RegionError
 
 # A target's name becomes optimized/<name>.py and appears in commit messages.
 TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
@@ -35,6 +37,13 @@ class Target:
     # plans written before profile measured compile: compile mode then falls back to eager's.
     compile_ms: float | None = None
     compile_share: float | None = None
+    # A generic target: the traced region (its reference and inputs) and the route key that
+    # finds the same call in the model again (autokernel.model.calls).
+    region: dict | None = None
+    route: str = ""
+
+    def spec(self) -> KernelSpec:
+        return resolve_spec(self.kernel_type, self.region)
 
     def model_speedup(self, kernel_us: float | None) -> float | None:
         """The model's own profiled time for this target over the kernel's at the same shape.
@@ -67,7 +76,7 @@ class Target:
 
     def labels(self) -> set[str]:
         """How the harness labels the real shapes: the timings that decide keep or revert."""
-        spec = get_spec(self.kernel_type)
+        spec = self.spec()
         return {spec.label(s) for s in self.harness_sizes()}
 
     def to_json(self) -> dict:
@@ -78,10 +87,10 @@ class Target:
         return cls(**{**data, "shapes": tuple(dict(s) for s in data.get("shapes", ()))})
 
 
-def parse_shape(kernel_type: str, text: str) -> dict[str, int]:
+def parse_shape(kernel_type: str, text: str, spec: KernelSpec | None = None) -> dict[str, int]:
     """'4096x50257' (the spec's dims in order, optional leading ones left out) or
     'rows=4096,cols=50257'."""
-    spec = get_spec(kernel_type)
+    spec = spec or resolve_spec(kernel_type)
     text = text.strip()
     try:
         if "=" in text:
@@ -171,8 +180,9 @@ def _plan_target(entry: object, count: int) -> Target:
     if not isinstance(entry, dict):
         raise TargetError(f"expected a mapping with kernel_type, got {entry!r}")
     kind = entry.get("kernel_type")
-    if kind not in SPECS:
-        raise TargetError(f"kernel_type {kind!r} is not one of {', '.join(SPECS)}")
+    if kind not in KERNEL_TYPES:
+        raise TargetError(f"kernel_type {kind!r} is not one of {', '.join(KERNEL_TYPES)}")
+    region, route, spec = _generic(entry) if kind == GENERIC else (None, "", resolve_spec(kind))
     name = entry.get("name", kind)
     if not isinstance(name, str) or not TARGET_NAME.fullmatch(name):
         raise TargetError(
@@ -199,7 +209,8 @@ def _plan_target(entry: object, count: int) -> Target:
         name=name,
         kernel_type=kind,
         shapes=tuple(
-            parse_shape(kind, x) if isinstance(x, str) else _checked(kind, x) for x in shapes
+            parse_shape(kind, x, spec) if isinstance(x, str) else _checked(kind, x, spec)
+            for x in shapes
         ),
         dtype=_dtype(dtype),
         share=share,
@@ -208,7 +219,22 @@ def _plan_target(entry: object, count: int) -> Target:
         model_ms=ms or None,
         compile_ms=_number(entry, "compile_ms", None, zero_ok=True),  # absent in older plans
         compile_share=_number(entry, "compile_share", None, upper=1.0, zero_ok=True),
+        region=region,
+        route=route,
     )
+
+
+def _generic(entry: dict) -> tuple[dict, str, KernelSpec]:
+    """A generic entry's region (checked: only aten ops and sizes) and route."""
+    region, route = entry.get("region"), entry.get("route")
+    if not isinstance(region, dict) or not isinstance(route, str) or not route:
+        raise TargetError("a generic target needs its region and route; run `autokernel "
+                          "profile` again to trace them")  # fmt: skip
+    try:
+        Region.from_dict(region)
+        return region, route, resolve_spec(GENERIC, region)
+    except RegionError as exc:
+        raise TargetError(f"its region cannot be used: {exc}") from None
 
 
 def _number(
@@ -226,7 +252,7 @@ def _number(
     return float(value)
 
 
-def _checked(kind: str, shape: object) -> dict[str, int]:
+def _checked(kind: str, shape: object, spec: KernelSpec) -> dict[str, int]:
     if not isinstance(shape, dict):
         raise TargetError(f"a {kind} shape must be a mapping or 'AxB' text, not {shape!r}")
-    return parse_shape(kind, ",".join(f"{k}={v}" for k, v in shape.items()))
+    return parse_shape(kind, ",".join(f"{k}={v}" for k, v in shape.items()), spec)

@@ -25,11 +25,14 @@ from autokernel.ablation import ROUNDS
 from autokernel.judged import UnjudgedKernel, require_judged
 from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.mode import Mode, default_mode
-from autokernel.model_input import place_inputs, run_placement
+from autokernel.model.calls import route_head
+from autokernel.model.kinds import KINDS
+from autokernel.model_input import place_inputs, placed_at, run_placement
 from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
-from autokernel.specs import dtype_name
+from autokernel.specs import GENERIC, dtype_name
+from autokernel.specs.region import Region
 from autokernel.verify_modes import BASE, PATCHED_MODE, best_mode
 from autokernel.verify_timing import Timed, time_model
 
@@ -41,17 +44,7 @@ __all__ = [
 VERIFY_DIR = Path(".autokernel") / "verify"  # best-commit kernels written here to load by path
 KERNEL = "kernel.py"
 
-WHERE = {
-    "matmul": "nn.Linear modules",
-    "layernorm": "nn.LayerNorm modules",
-    "rmsnorm": "modules named *RMSNorm* with weight and eps",
-    "fused_mlp": "modules with gate_proj/up_proj/down_proj Linears (SwiGLU)",
-    "flash_attention": "F.scaled_dot_product_attention calls",
-    "softmax": "F.softmax/torch.softmax calls",
-    "cross_entropy": "F.cross_entropy calls",
-    "reduce": "torch.sum(x, dim=-1) calls (Tensor.sum is not patched)",
-    "rotary_embedding": "module-level apply_rotary/apply_rotary_pos_emb functions",
-}
+WHERE = {kind: side.where for kind, side in KINDS.items()}
 
 
 class VerifyError(Exception):
@@ -123,7 +116,12 @@ def collect_kernels(
     kernels, origin, notes = [], {}, []
     if state is None:
         for path in sorted((workspace / "optimized").glob("*.py")):
-            kernels.append(_load(path, path.stem))
+            k = _load(path, path.stem)
+            if k.kernel_type == GENERIC:  # its region and route are the run's, in its state
+                notes.append(f"{path.stem}: skipped: a generic kernel needs its run's "
+                             f"{orchestrate.STATE_FILE} (its region and route)")  # fmt: skip
+                continue
+            kernels.append(k)
             origin[path.stem] = str(path)
     else:
         for ts in state.targets:
@@ -142,7 +140,11 @@ def collect_kernels(
             else:
                 notes.append(f"{name}: skipped: no optimized/{name}.py and no kept commit")
                 continue
-            kernels.append(_load(path, name, shapes))
+            k = _load(path, name, shapes)
+            if k.kernel_type == GENERIC:
+                k.region = Region.from_dict(ts.target.region or {})
+                k.route = ts.target.route
+            kernels.append(k)
     if not kernels:
         raise VerifyError(
             f"no kernels in {workspace}: expected optimized/<target>.py or a run's "
@@ -192,8 +194,8 @@ def verify_model(
     a CUDA model (see autokernel.verify_timing for why not on the CPU)."""
     if mode == "compile" and timing and not with_compile:
         raise VerifyError("mode compile needs the compile modes timed (with_compile=True)")
-    device, dtype = run_placement(model, inputs)
-    inputs = place_inputs(inputs, device)
+    inputs = place_inputs(inputs, run_placement(model, inputs)[0])
+    device, dtype = placed_at(model, inputs)  # reported and timed as it really runs
     patch = Patch(kernels, policy)
     try:
         with torch.no_grad():
@@ -270,7 +272,12 @@ def _never_called(patch: Patch) -> list[str]:
         if c["kernel"]:
             continue
         if not c["sites"]:
-            errors.append(f"{kind}: never called: nothing in the model matched ({WHERE[kind]})")
+            if c["kernel_type"] == GENERIC:
+                route = patch.routers[kind].kernels[0].route
+                where = f"the call its plan names: {route_head(route)}"
+            else:
+                where = WHERE[kind]
+            errors.append(f"{kind}: never called: nothing in the model matched ({where})")
         else:
             reasons = "; ".join(f"{r} ({n}x)" for r, n in c["fallback_reasons"].items())
             errors.append(f"{kind}: never called: all {c['fallback']} calls fell back: {reasons}")
@@ -357,4 +364,5 @@ def _record(result: VerifyResult, workspace: Path) -> None:
 
 
 def _ran(result: VerifyResult, k: LoadedKernel) -> bool:
-    return result.calls.get(k.kernel_type, {}).get("by_kernel", {}).get(k.name, 0) > 0
+    key = k.name if k.kernel_type == GENERIC else k.kernel_type
+    return result.calls.get(key, {}).get("by_kernel", {}).get(k.name, 0) > 0

@@ -3,7 +3,7 @@ starter built cold and loaded from the cache, judged by the five-stage harness (
 the loop judges it), then timed beside the Triton starter, eager PyTorch and the copy ceiling
 (cuBLAS for matmul, at its benchmark sizes and 4095x4097x4096).
 
-    python benchmarks/cuda_backend.py OUT_DIR --commit SHA [--budget-s 110] [--types a,b]
+    python -m benchmarks.cuda_backend OUT_DIR --commit SHA [--budget-s 110] [--types a,b]
 
 Writes OUT_DIR/h200-cuda-<date>.md and OUT_DIR/h200-cuda-latest.json after every step. Order
 matters: the harness runs each starter in its own process before anything of it runs here, and

@@ -4,7 +4,7 @@ proposal, the saved proposal and state, the commit, the keep decision, the resul
 revert and its attempt ref. Its inverse is the most experiments per hour one driver can write,
 however many GPUs evaluate. Runs on any machine (no GPU, no Triton kernel is run).
 
-    python benchmarks/driver_overhead.py --experiments 120 --slots 1,8,64
+    python -m benchmarks.driver_overhead --experiments 120 --slots 1,8,64
 """
 
 from __future__ import annotations

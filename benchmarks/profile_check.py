@@ -2,9 +2,10 @@
 
 For single-op problem files (a Model, get_inputs, get_init_inputs) and the examples, one device
 call: profile each, report the attributed time against the kernels' total (the check line that
-read 118-120 % on single-op files), the figure the attribution gave before it left out the
-device-side spans of record_function ranges, how many such spans torch linked to a range's CPU
-event, and with --compile the compiled forward and each target's compiled figure and source.
+read 118-120 % on single-op files), the figure the attribution gave before it counted each
+correlation id's kernels once, how many CPU events torch gave kernels another event of their id
+already held (and their names), how many range spans it linked to a range's CPU event, and with
+--compile the compiled forward and each target's compiled figure and source.
 
     python -m benchmarks.profile_check --json benchmarks/results/h200-profile-check.json
     python -m benchmarks.profile_check --small --no-compile      # CPU, tiny sizes (the test)
@@ -57,9 +58,15 @@ def _write(folder: Path, name: str, forward: str, inputs: str) -> Path:
     return path
 
 
-def _links(loaded, iters: int) -> dict[str, float]:
-    """The raw evidence: range spans torch appended to CPU events, and the self-device-time sum
-    the attribution used before leaving them out."""
+def _kernel_us(event, spans: set[str]) -> float:
+    return float(sum(k.duration for k in event.kernels if k.name not in spans))
+
+
+def _links(loaded, iters: int) -> dict[str, object]:
+    """The raw evidence: which CPU events torch's parser gave kernels that another CPU event
+    of the same correlation id already holds (CUPTI overhead records take the enclosing op's
+    id), range spans appended to CPU events, and the sum the attribution used before it
+    counted each correlation id's kernels once."""
     cuda = loaded.device.type == "cuda"
     if not cuda:
         return {}
@@ -70,14 +77,24 @@ def _links(loaded, iters: int) -> dict[str, float]:
         torch.cuda.synchronize()
     events = list(prof.events())
     cpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU]
-    spans = {(e.name, float(e.self_device_time_total)) for e in events
+    spans = {e.name for e in events
              if e.device_type != torch.autograd.DeviceType.CPU and e.is_user_annotation}  # fmt: skip
-    linked = [k for e in cpu for k in e.kernels if (k.name, float(k.duration)) in spans]
+    linked = [k for e in cpu for k in e.kernels if k.name in spans]
+    first: dict[int, str] = {}
+    shared: list[str] = []
+    for e in sorted(cpu, key=lambda e: (e.time_range.start, -e.time_range.end)):
+        if any(k.name not in spans for k in e.kernels):
+            if e.id in first:
+                shared.append(f"{e.name} (id of {first[e.id]})")
+            else:
+                first[e.id] = e.name
     kernels = [e for e in events
                if e.device_type != torch.autograd.DeviceType.CPU and not e.is_user_annotation]  # fmt: skip
     return {
         "spans_linked": len(linked),
-        "old_attributed_ms": sum(float(e.self_device_time_total) for e in cpu) / iters / 1e3,
+        "shared_holders": len(shared),
+        "shared_names": sorted(set(shared))[:10],
+        "old_attributed_ms": sum(_kernel_us(e, spans) for e in cpu) / iters / 1e3,
         "kernel_total_ms": sum(float(e.self_device_time_total) for e in kernels) / iters / 1e3,
     }
 
@@ -108,11 +125,12 @@ def _cell(row: dict, key: str) -> str:
 def markdown(rows: list[dict]) -> str:
     """One line per case; row shares leave out the CPU's Python overhead (none on CUDA)."""
     lines = ["| case | device | attributed ms | kernels ms | check | row shares | spans linked | "
-             "before the fix ms | eager fwd ms | compile fwd ms |", "|" + "---|" * 10]  # fmt: skip
+             "shared-id holders | before the fix ms | eager fwd ms | compile fwd ms |",
+             "|" + "---|" * 11]  # fmt: skip
     for r in rows:
         cells = [_cell(r, k) for k in ("case", "device", "attributed_ms", "total_ms")]
         cells += ["consistent" if r["consistent"] else "MISMATCH", f"{r['share_sum']:.1%}"]
-        cells += [_cell(r, k) for k in ("spans_linked", "old_attributed_ms", "eager_forward_ms",
+        cells += [_cell(r, k) for k in ("spans_linked", "shared_holders", "old_attributed_ms", "eager_forward_ms",
                                          "compile_forward_ms")]  # fmt: skip
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -21,7 +21,7 @@ device (HMM), a judged kernel that verify or use_kernels loads could read and wr
 process as it can under the CPU interpreter. It runs in a child process, since without HMM the
 load is an illegal address that ends the CUDA context.
 
-    python benchmarks/redteam_gpu.py        # GPU: about a minute warm (two evaluations)
+    python -m benchmarks.redteam_gpu        # GPU: about a minute warm (two evaluations)
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 CHEAT = """
 

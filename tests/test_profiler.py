@@ -80,7 +80,7 @@ def test_llama_targets_have_the_model_shapes():
 
 
 @pytest.mark.slow
-def test_gpt2_targets():
+def test_gpt2_targets(monkeypatch):
     got = targets(example("gpt2_style"))
     assert got[("layernorm", shape(rows=128, cols=128))].calls == 5
     attn = got[("flash_attention", shape(batch=2, heads=4, kv_heads=4, seq=64, head_dim=32))]
@@ -88,7 +88,15 @@ def test_gpt2_targets():
     assert got[("matmul", shape(M=128, N=384, K=128))].calls == 2  # c_attn
     assert got[("matmul", shape(M=128, N=512, K=128))].calls == 3  # c_fc ×2 and lm_head
     assert got[("matmul", shape(M=128, N=128, K=512))].calls == 2  # mlp c_proj
-    assert "aten::gelu" in {r.name for r in example("gpt2_style").rows if not r.is_target}
+    # the tanh GELU is no kernel type: a generic target, traced as the model called it (whatever
+    # its share of a loaded CPU's time: the 2 % cut is policy, not recognition)
+    monkeypatch.setattr("autokernel.model.profile_regions.GENERIC_MIN_SHARE", 0.0)
+    loaded = load_model(ModelSource(path=EXAMPLES / "gpt2_style.py"))
+    prof = run_profile(loaded, iters=ITERS, warmup=WARMUP)
+    (gelu,) = [r for r in prof.targets if r.kind == "generic" and "gelu" in r.name]
+    assert gelu.name == "torch.nn.functional.gelu" and gelu.calls == 2
+    (op,) = [n for n in gelu.region["nodes"] if n["op"] == "aten.gelu.default"]
+    assert op["kwargs"] == {"approximate": "tanh"}
 
 
 @pytest.mark.slow
@@ -132,9 +140,8 @@ def test_single_op_file_is_one_target():
          "cross_entropy", {"rows": 32, "vocab": 100}, {}),
         ("xs[0].sum(-1)", "[torch.randn(4, 8, 300, generator=g)]",
          "reduce", {"rows": 32, "cols": 300}, {}),
-        ("torch.bmm(xs[0], xs[1])",
-         "[torch.randn(3, 40, 50, generator=g), torch.randn(3, 50, 60, generator=g)]",
-         "matmul", {"M": 120, "N": 60, "K": 50}, {"batch": 3}),
+        ("xs[0] @ xs[1]", "[torch.randn(3, 40, 50, generator=g), torch.randn(50, 60, generator=g)]",
+         "matmul", {"M": 120, "N": 60, "K": 50}, {}),
         ("F.layer_norm(xs[0], (96,), eps=1e-3)", "[torch.randn(20, 96, generator=g)]",
          "layernorm", {"rows": 20, "cols": 96}, {"eps": 1e-3}),
     ],
@@ -144,16 +151,18 @@ def test_single_functional_ops(tmp_path, forward, inputs, kind, dims, args):
     assert [(t.kind, t.shape, t.args) for t in prof.targets] == [(kind, dims, args)]
 
 
-def test_masked_attention_and_other_dims_are_not_targets(tmp_path):
+def test_masked_attention_is_no_target_and_other_dims_are_generic(tmp_path):
+    """A masked attention is no flash_attention (nor fusible); softmax over dim 1 and a sum over
+    dim 0 are other ops than softmax and reduce: generic targets, or other when too small."""
     forward = (
         "F.scaled_dot_product_attention(xs[0], xs[0], xs[0], attn_mask=xs[1]).softmax(1).sum(0)"
     )
     inputs = "[torch.randn(1, 2, 16, 8, generator=g), torch.ones(16, 16, dtype=torch.bool)]"
     prof = profiled(write(tmp_path, forward, inputs))
-    assert prof.targets == []
-    assert {"aten::scaled_dot_product_attention", "aten::softmax", "aten::sum"} <= {
-        r.name for r in prof.rows
-    }
+    assert {r.kind for r in prof.targets} <= {"generic"}
+    assert "aten::scaled_dot_product_attention" in {r.name for r in prof.rows if not r.is_target}
+    names = {r.name for r in prof.targets} | {r.name for r in prof.rows}
+    assert {"Tensor.softmax", "Tensor.sum"} & names or {"aten::softmax", "aten::sum"} <= names
 
 
 MODULES = textwrap.dedent(
@@ -209,7 +218,10 @@ def test_modules_are_recognized_by_what_they_compute(tmp_path):
     assert got[("rmsnorm", shape(rows=6, cols=16))].args == {"eps": 1e-5}
     assert got[("matmul", shape(M=6, N=32, K=16))].calls == 2
     assert got[("matmul", shape(M=6, N=16, K=32))].calls == 1
-    assert {k[0] for k in got} == {"rmsnorm", "matmul"}
+    assert {k[0] for k in got} - {"generic"} == {"rmsnorm", "matmul"}
+    # Scale (x * weight + eps) is no norm: an elementwise module, a generic region if timed
+    assert all(r.name in ("Scale", "torch.nn.functional.gelu", "Tensor.mul", "Tensor.__mul__")
+               for r in profiled(path).targets if r.kind == "generic")  # fmt: skip
 
 
 def test_plan_round_trips_through_from_plan(tmp_path):
@@ -346,7 +358,9 @@ def test_a_target_without_recorded_dtypes_takes_the_models():
     kernels = [FakeEvent("flash_kernel", cuda=True, device_us=8.0),
                FakeEvent("gelu_kernel", cuda=True, device_us=2.0)]  # fmt: skip
     recorder = ModuleRecorder(torch.nn.Module())
-    result = attribute([fwd, sdpa, gelu, *kernels], recorder, device=True, iterations=1)
+    # by name, as the compiled model's profile is read: its ops carry no recorded call
+    result = attribute([fwd, sdpa, gelu, *kernels], recorder, device=True, iterations=1,
+                       by_name=True)  # fmt: skip
     loaded = type("L", (), {"name": "m", "device": torch.device("cuda"), "dtype": torch.bfloat16})
     prof = _summarize(loaded, result, wall_ms=0.02)
     got = {r.kind: r.dtype for r in prof.rows}

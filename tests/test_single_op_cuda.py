@@ -14,7 +14,7 @@ from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
 from autokernel.attribution import FORWARD_LABEL, attribute
-from autokernel.module_calls import LABEL_PREFIX, ModuleCall, ModuleRecorder
+from autokernel.module_calls import CALL_PREFIX, LABEL_PREFIX, ModuleCall, ModuleRecorder
 from autokernel.profiler import _summarize
 
 ITERS = 5
@@ -64,7 +64,8 @@ def _single_op_profile(linked_spans: int) -> list[FunctionEvent]:
     for i in range(ITERS):
         fwd = b.cpu(FORWARD_LABEL, None)
         model = b.cpu(f"{LABEL_PREFIX}{i}", fwd)
-        softmax = b.cpu("aten::softmax", model, shapes=[[256, 1024], [], []])
+        call = b.cpu(f"{CALL_PREFIX}{ITERS + i}", model)
+        softmax = b.cpu("aten::softmax", call, shapes=[[256, 1024], [], []])
         inner = b.cpu("aten::_softmax", softmax, shapes=[[256, 1024], [], []])
         b.cpu("cudaLaunchKernel", inner)
         b.device("softmax_warp_forward", inner, KERNEL_US)
@@ -75,9 +76,20 @@ def _single_op_profile(linked_spans: int) -> list[FunctionEvent]:
 
 
 def _recorder() -> ModuleRecorder:
-    """The parameter-free Model's range of each forward: a module of no kernel type."""
+    """The parameter-free Model's range of each forward (a module of no kernel type), then
+    its torch.softmax call's (a softmax)."""
     recorder = ModuleRecorder(nn.Module())
-    recorder.calls = [ModuleCall("", "Model", None) for _ in range(ITERS)]
+    recorder.calls = [ModuleCall("", "Model", None) for _ in range(ITERS)] + [
+        ModuleCall(
+            "",
+            "torch.softmax",
+            "softmax",
+            {"rows": 256, "cols": 1024},
+            torch.bfloat16,
+            route="call",
+        )
+        for _ in range(ITERS)
+    ]
     return recorder
 
 

@@ -24,7 +24,7 @@ def device_name(device: torch.device) -> str:
 
 def key(spec: KernelSpec, size: Size, dtype: torch.dtype, device: torch.device, kind: str) -> str:
     return "|".join(
-        (device_name(device), f"torch {torch.__version__}", spec.name, spec.label(size),
+        (device_name(device), f"torch {torch.__version__}", spec.cache_name, spec.label(size),
          dtype_name(dtype), kind)
     )  # fmt: skip
 

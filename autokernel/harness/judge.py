@@ -34,7 +34,7 @@ from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
-from autokernel.specs import KernelSpec, get_spec, parse_dtype
+from autokernel.specs import KernelSpec, parse_dtype, resolve
 from autokernel.specs.base import dtype_name
 from autokernel.timing import Measurement, clock_name
 
@@ -256,7 +256,7 @@ def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = N
     prepared = link.first(req)
     device = _device(prepared)
     on_gpu = device.type == "cuda"
-    spec = get_spec(req["kernel_type"])
+    spec = resolve(req["kernel_type"], req.get("region"))
     dtype = parse_dtype(req["dtype"]) if req.get("dtype") else (
         spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu
     )  # fmt: skip
@@ -326,7 +326,7 @@ def compare(link: Link, req: dict[str, Any]) -> Comparison:
     interleaved there and judged here."""
     prepared = link.first(req)
     device = _device(prepared)
-    spec = get_spec(req["kernel_type"])
+    spec = resolve(req["kernel_type"], req.get("region"))
     dtype = parse_dtype(req["dtype"]) if req.get("dtype") else (
         spec.bench_dtype_gpu if device.type == "cuda" else spec.bench_dtype_cpu
     )  # fmt: skip

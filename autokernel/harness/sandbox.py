@@ -36,7 +36,7 @@ from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
 from autokernel.harness.untrusted_text import printable, printable_json
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
 from autokernel.judged import sha256_of
-from autokernel.specs import SPECS, Size
+from autokernel.specs import GENERIC, KERNEL_TYPES, Size
 
 DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchmark
 BASELINE_ALLOWANCE_S = 900.0  # extra, once per machine and size: torch.compile of baselines
@@ -63,6 +63,7 @@ class Options:
     compile_baseline: bool = True
     dtype: str | None = None  # benchmark dtype; default: the spec's (bf16 on GPU)
     extra_sizes: list[Size] = field(default_factory=list)
+    region: dict | None = None  # a generic target's description (plan.yaml): its reference
     guards: bool = True  # False only to test the stages themselves on trusted code
     force_cpu: bool = False
     prestart: bool = True  # start the next request's worker while this one runs (prestart.py)
@@ -109,10 +110,14 @@ def _static(path: Path, opts: Options) -> tuple[Verdict | None, str]:
     except UnjudgeableSource as exc:  # nesting the parser cannot take: refused, not a crash
         return _early(path, Status.REJECTED, "static", str(exc)), ""
     kernel_type = literal_assignment(source, "KERNEL_TYPE")
-    if kernel_type not in SPECS:
+    if kernel_type not in KERNEL_TYPES:
         msg = (f"KERNEL_TYPE = {kernel_type!r} is not a kernel type; set it to one of "
-               + ", ".join(SPECS))  # fmt: skip
+               + ", ".join(KERNEL_TYPES))  # fmt: skip
         return _early(path, Status.CRASH, "import", msg), ""
+    if kernel_type == GENERIC and not opts.region:
+        msg = ("a generic kernel is judged against its target's region: run it through "
+               "`autokernel run` with a plan from `autokernel profile`")  # fmt: skip
+        return _early(path, Status.CRASH, "import", msg, str(kernel_type)), ""
     if findings and opts.guards:
         msg = "; ".join(str(f) for f in findings[:10])
         return _early(path, Status.REJECTED, "static", msg, str(kernel_type), findings), ""
@@ -237,7 +242,7 @@ def _request(opts: Options, **fields: object) -> dict:
     return {
         "seed": opts.seed if opts.seed is not None else secrets.randbelow(2**31),
         "quick": opts.quick, "dtype": opts.dtype, "extra_sizes": opts.extra_sizes,
-        "guards": opts.guards, "force_cpu": opts.force_cpu,
+        "guards": opts.guards, "force_cpu": opts.force_cpu, "region": opts.region,
         **fields,
     }  # fmt: skip
 

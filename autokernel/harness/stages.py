@@ -22,7 +22,7 @@ import torch
 
 from autokernel.harness.compare import compare, describe, shape_dtype_error
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status
-from autokernel.specs import DTYPES, KernelSpec, Size, dtype_name, parse_dtype
+from autokernel.specs import KernelSpec, Size, dtype_name, parse_dtype
 from autokernel.specs.base import MakeInputs
 
 SMOKE_LIMIT_S = {True: 1.0, False: 3.0}  # GPU / CPU interpreter, second (compiled) call
@@ -165,7 +165,7 @@ def _worst(checks: list[Check], spec: KernelSpec) -> Check | None:
 
 def _stage_smoke(ev: Evaluation) -> list[Check]:
     size = ev.spec.sizes(ev.on_gpu).smoke
-    dtype = torch.float16
+    dtype = torch.float16 if torch.float16 in ev.spec.dtypes else ev.spec.dtypes[0]
     first = run_check(ev, "smoke", MAIN, size, dtype)
     second = run_check(ev, "smoke", MAIN, size, dtype, key="again")
     limit = SMOKE_LIMIT_S[ev.on_gpu]
@@ -188,7 +188,9 @@ def _sweep_sizes(ev: Evaluation) -> tuple[Size, ...]:
 
 def _stage_sweep(ev: Evaluation) -> list[Check]:
     return [
-        run_check(ev, "sweep", MAIN, size, dtype) for size in _sweep_sizes(ev) for dtype in DTYPES
+        run_check(ev, "sweep", MAIN, size, dtype)
+        for size in _sweep_sizes(ev)
+        for dtype in ev.spec.dtypes
     ]
 
 
@@ -206,7 +208,7 @@ def _stage_determinism(ev: Evaluation) -> list[Check]:
     size = max(sizes, key=lambda s: ev.spec.bytes_moved(s, torch.float32))
     label = ev.spec.label(size)
     checks = []
-    for dtype in DTYPES:
+    for dtype in ev.spec.dtypes:
         key = ("determinism", label)
         expected = expected_output(ev, MAIN, size, dtype, key)
         outs = []
@@ -234,7 +236,7 @@ def _stage_odd(ev: Evaluation) -> list[Check]:
     return [
         run_check(ev, "odd_sizes", MAIN, size, dtype)
         for size in ev.spec.sizes(ev.on_gpu).odd
-        for dtype in DTYPES
+        for dtype in ev.spec.dtypes
     ]
 
 

@@ -73,12 +73,12 @@ def _setting(req: dict[str, Any]):
     """Device, spec and benchmark dtype of the request."""
     import torch
 
-    from autokernel.specs import get_spec, parse_dtype
+    from autokernel.specs import parse_dtype, resolve
 
     on_gpu = torch.cuda.is_available() and not req.get("force_cpu")
     if not on_gpu:
         os.environ["TRITON_INTERPRET"] = "1"  # before triton or the candidate is imported
-    spec = get_spec(req["kernel_type"])
+    spec = resolve(req["kernel_type"], req.get("region"))
     dtype = parse_dtype(req["dtype"]) if req.get("dtype") else (
         spec.bench_dtype_gpu if on_gpu else spec.bench_dtype_cpu
     )  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from autokernel.specs.attention import FLASH_ATTENTION
 from autokernel.specs.base import (
     DTYPES,
@@ -15,6 +17,7 @@ from autokernel.specs.base import (
 )
 from autokernel.specs.cross_entropy import CROSS_ENTROPY
 from autokernel.specs.gemm import FUSED_MLP, MATMUL
+from autokernel.specs.generic import GENERIC, generic_spec
 from autokernel.specs.rotary import ROTARY_EMBEDDING
 from autokernel.specs.rowwise import LAYERNORM, REDUCE, RMSNORM, SOFTMAX
 
@@ -34,8 +37,25 @@ SPECS: dict[str, KernelSpec] = {
 }
 
 
+# Every KERNEL_TYPE a kernel file may declare: the nine, and generic (a region of a model,
+# whose spec comes from its description, never from the kernel file).
+KERNEL_TYPES: tuple[str, ...] = (*SPECS, GENERIC)
+
+
 class UnknownKernelType(ValueError):
     pass
+
+
+def resolve(name: str, region: Mapping | None = None) -> KernelSpec:
+    """The spec of a kernel type; a generic target's is built from its region description."""
+    if name == GENERIC:
+        if not region:
+            raise UnknownKernelType(
+                "a generic kernel is judged against its target's region: evaluate it through "
+                "`autokernel run` with a plan from `autokernel profile`"
+            )
+        return generic_spec(region)
+    return get_spec(name)
 
 
 def get_spec(name: str) -> KernelSpec:
@@ -48,6 +68,8 @@ def get_spec(name: str) -> KernelSpec:
 
 __all__ = [
     "DTYPES",
+    "GENERIC",
+    "KERNEL_TYPES",
     "SPECS",
     "TOLERANCES",
     "Adversarial",
@@ -58,4 +80,5 @@ __all__ = [
     "dtype_name",
     "get_spec",
     "parse_dtype",
+    "resolve",
 ]

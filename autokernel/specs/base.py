@@ -91,6 +91,14 @@ class KernelSpec:
     out_dtype: Callable[[torch.dtype], torch.dtype] = field(default=lambda d: d)
     bench_dtype_gpu: torch.dtype = torch.bfloat16
     bench_dtype_cpu: torch.dtype = torch.float32
+    dtypes: tuple[torch.dtype, ...] = DTYPES  # what the stages sweep
+    variant: str = ""  # a generic target's region digest: one type, many different ops
+
+    @property
+    def cache_name(self) -> str:
+        """The name cached figures are filed under (baselines): the type, and for a generic
+        target which region it is."""
+        return f"{self.name}-{self.variant}" if self.variant else self.name
 
     def sizes(self, on_gpu: bool) -> SizeSet:
         return self.gpu if on_gpu else self.cpu

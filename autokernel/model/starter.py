@@ -1,0 +1,322 @@
+"""A generic target's starter: Inductor's Triton for the region, as a kernel.py.
+
+Inductor's wrapper (autokernel.model.inductor_code) is read as a syntax tree, never run: its
+@triton.jit kernels are kept as written except for the names they import (triton_helpers,
+libdevice, tl_math), which become plain-Triton helpers the file defines itself
+(autokernel.model.triton_helpers); its `call` function, which allocates the buffers and
+launches the kernels, becomes kernel_fn(x0, x1, ...) (autokernel.model.starter_host), each
+launch going through a launcher that takes the block sizes and warps from CONFIG. Anything else
+in the wrapper (a library call for part of the region, a kernel shape this module does not
+know) is refused with the reason, so a starter either is Inductor's code or does not exist.
+
+CONFIG starts from the block sizes Inductor's heuristics pick for such kernels by default and
+SEARCH_SPACE spans the powers of two around them, which is what the built-in tuner walks.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import torch
+
+from autokernel import syntax
+from autokernel.model import starter_host, triton_helpers
+from autokernel.model.inductor_code import InductorCode
+from autokernel.model.starter_errors import StarterError
+from autokernel.specs.region import Region
+
+SUPPORTED = ("pointwise", "reduction", "persistent_reduction")
+POINTWISE_BLOCKS = [64, 128, 256, 512, 1024, 2048, 4096]
+ROW_BLOCKS = [1, 2, 4, 8, 16, 32, 64]  # reduction rows per program
+REDUCTION_BLOCKS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+WARPS = [1, 2, 4, 8, 16]
+
+
+@dataclass
+class _Kernel:
+    name: str
+    kind: str  # pointwise, reduction, persistent_reduction
+    source: str  # the rewritten @triton.jit function
+    params: list[str]  # run() arguments, in order
+    constexprs: set[str] = field(default_factory=set)
+    blocks: dict[str, int] = field(default_factory=dict)  # block -> the program_id axis it tiles
+    fixed: dict[str, int] = field(default_factory=dict)  # blocks the body sets itself
+    r_blocks: list[str] = field(default_factory=list)  # reduction block constexprs
+    hint: str = ""  # Inductor's reduction hint (INNER, OUTER, DEFAULT)
+    size_hints: dict[str, int] = field(default_factory=dict)
+
+
+def build(region: Region, code: InductorCode) -> str:
+    """The kernel.py text of the region's starter."""
+    tree = syntax.parse(code.wrapper)
+    kernels, helpers = _kernels(tree)
+    host = starter_host.host(starter_host.call_function(tree), kernels, code.args)
+    config, space = _config(kernels)
+    return _render(region, kernels, helpers, host, config, space)
+
+
+# ---- the kernels ------------------------------------------------------------------------------
+
+
+def _kernels(tree: ast.Module) -> tuple[dict[str, _Kernel], set[str]]:
+    kernels: dict[str, _Kernel] = {}
+    helpers: set[str] = set()
+    for stmt in tree.body:
+        if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
+            continue
+        func = stmt.value.func
+        compiled = isinstance(func, ast.Attribute) and func.attr == "triton"
+        if not (compiled and isinstance(func.value, ast.Name)):
+            continue
+        if func.value.id != "async_compile":
+            continue
+        name, src = (a.value for a in stmt.value.args[:2])  # type: ignore[attr-defined]
+        kernel = _kernel(str(name), str(src), helpers)
+        kernels[kernel.name] = kernel
+    if not kernels:
+        raise StarterError("Inductor generated no Triton kernel for the region")
+    return kernels, helpers
+
+
+def _kernel(name: str, src: str, helpers: set[str]) -> _Kernel:
+    tree = syntax.parse(src)
+    fn = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name), None)
+    if fn is None:
+        raise StarterError(f"{name}: no @triton.jit function of that name in its source")
+    kind, meta = "", {}
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Attribute):
+            if isinstance(dec.func.value, ast.Name) and dec.func.value.id == "triton_heuristics":
+                kind = dec.func.attr
+                meta = {k.arg: k.value for k in dec.keywords if k.arg}
+    if kind not in SUPPORTED:
+        raise StarterError(f"{name}: a {kind or 'undecorated'} kernel (supported: "
+                           f"{', '.join(SUPPORTED)})")  # fmt: skip
+    constexprs = {a.arg for a in fn.args.args if _is_constexpr(a.annotation)}
+    params = [a.arg for a in fn.args.args if a.arg not in constexprs]
+    for a in fn.args.args:
+        a.annotation = _constexpr_annotation() if a.arg in constexprs else None
+    fn.decorator_list = [ast.Attribute(ast.Name("triton", ast.Load()), "jit", ast.Load())]
+    fn.body = [_Rewriter(name, helpers).visit(s) for s in fn.body]
+    kernel = _Kernel(name, kind, ast.unparse(fn), params, constexprs)
+    kernel.size_hints = _literal(meta.get("size_hints")) or {}
+    inductor_meta = _dict_items(meta.get("inductor_meta"))
+    kernel.hint = str(inductor_meta.get("reduction_hint", "")).rsplit(".", 1)[-1]
+    _axes(kernel, fn, constexprs)
+    return kernel
+
+
+def _is_constexpr(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "constexpr"
+
+
+def _constexpr_annotation() -> ast.Attribute:
+    return ast.Attribute(ast.Name("tl", ast.Load()), "constexpr", ast.Load())
+
+
+def _literal(node: ast.AST | None) -> object:
+    try:
+        return ast.literal_eval(node) if node is not None else None
+    except ValueError:
+        return None
+
+
+def _dict_items(node: ast.AST | None) -> dict:
+    """The literal entries of a dict display (non-literal values such as set() left out)."""
+    if not isinstance(node, ast.Dict):
+        return {}
+    out = {}
+    for k, v in zip(node.keys, node.values, strict=True):
+        key = _literal(k)
+        value = _literal(v)
+        if isinstance(key, str) and value is not None:
+            out[key] = value
+        elif isinstance(key, str) and isinstance(v, ast.Attribute):
+            out[key] = ast.unparse(v)  # ReductionHint.INNER
+    return out
+
+
+def _axes(kernel: _Kernel, fn: ast.FunctionDef, constexprs: set[str]) -> None:
+    """Which program_id axis each block walks: `xoffset = tl.program_id(0) * XBLOCK`."""
+    for stmt in ast.walk(fn):
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            value = _literal(stmt.value)
+            if isinstance(value, int):
+                kernel.fixed[stmt.target.id] = value
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            continue
+        target = stmt.targets[0]
+        if not (isinstance(target, ast.Name) and target.id in ("xoffset", "yoffset", "zoffset")):
+            continue
+        v = stmt.value
+        ok = (isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult) and _program_id(v.left)
+              is not None and isinstance(v.right, ast.Name))  # fmt: skip
+        if not ok:
+            raise StarterError(f"{kernel.name}: {target.id} = {ast.unparse(v)} is not a plain "
+                               "program_id(axis) * BLOCK")  # fmt: skip
+        kernel.blocks[v.right.id] = _program_id(v.left)  # type: ignore[union-attr,assignment]
+    kernel.r_blocks = sorted(c for c in constexprs if c.startswith("R") and c.endswith("BLOCK"))
+    unknown = constexprs - set(kernel.blocks) - set(kernel.r_blocks)
+    if unknown:
+        raise StarterError(f"{kernel.name}: constexpr {', '.join(sorted(unknown))} unknown here")
+
+
+def _program_id(node: ast.AST) -> int | None:
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "program_id" and len(node.args) == 1):  # fmt: skip
+        axis = _literal(node.args[0])
+        return axis if isinstance(axis, int) else None
+    return None
+
+
+class _Rewriter(ast.NodeTransformer):
+    """Inductor's imported names -> plain Triton: triton_helpers.X -> _X (defined in the file),
+    libdevice.X -> tl.* or a helper, tl_math.X -> tl.math.X."""
+
+    def __init__(self, kernel: str, helpers: set[str]) -> None:
+        self.kernel, self.helpers = kernel, helpers
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
+        if not isinstance(node.value, ast.Name):
+            self.generic_visit(node)
+            return node
+        root, attr = node.value.id, node.attr
+        if root == "triton_helpers":
+            if not triton_helpers.has(f"_{attr}"):
+                raise StarterError(
+                    f"{self.kernel}: triton_helpers.{attr} has no plain-Triton form here"
+                )
+            self.helpers.add(f"_{attr}")
+            return ast.Name(f"_{attr}", ast.Load())
+        if root == "libdevice":
+            replacement = triton_helpers.LIBDEVICE.get(attr)
+            if replacement is None:
+                raise StarterError(f"{self.kernel}: libdevice.{attr} has no plain-Triton form")
+            if replacement.startswith("_"):
+                self.helpers.add(replacement)
+            return syntax.parse(replacement, mode="eval").body
+        if root == "tl_math":
+            return ast.Attribute(ast.Attribute(ast.Name("tl", ast.Load()), "math", ast.Load()),
+                                 attr, ast.Load())  # fmt: skip
+        self.generic_visit(node)
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id in ("triton_helpers", "libdevice", "tl_math", "triton_heuristics"):
+            raise StarterError(f"{self.kernel}: {node.id} used other than as a module")
+        return node
+
+
+# ---- CONFIG and SEARCH_SPACE ------------------------------------------------------------------
+
+
+def _p2(n: int) -> int:
+    return 1 << max(0, (max(1, n) - 1).bit_length())
+
+
+def _config(kernels: dict[str, _Kernel]) -> tuple[dict, dict]:
+    """Inductor's default choices for such kernels: 1-D pointwise 1024-element blocks (fewer
+    for small tensors) on 4 warps; an inner reduction one row per program over up to 2048
+    columns; an outer one 64 rows by 8; warps from the tile, 2 to 8."""
+    config: dict[str, int] = {}
+    space: dict[str, list[int]] = {}
+    for i, k in enumerate(kernels.values()):
+        x_hint = int(k.size_hints.get("x", 1024))
+        r_hint = int(k.size_hints.get("r0_", k.size_hints.get("r", 1024)))
+        tile = 1
+        for block in sorted(b for b in k.blocks if b in k.constexprs):
+            if k.kind == "pointwise":
+                choices = POINTWISE_BLOCKS if block == "XBLOCK" else ROW_BLOCKS
+                value = min(1024, _p2(x_hint)) if block == "XBLOCK" else 32
+            else:
+                choices, value = ROW_BLOCKS, 64 if k.hint == "OUTER" else 1
+            value = min(choices, key=lambda c: abs(c - value))
+            config[f"{block}_{i}"], space[f"{block}_{i}"] = value, choices
+            tile *= value
+        for block in k.r_blocks:
+            if k.kind == "reduction":
+                value = 8 if k.hint == "OUTER" else min(2048, _p2(r_hint))
+                value = min(REDUCTION_BLOCKS, key=lambda c: abs(c - value))
+                config[f"{block}_{i}"], space[f"{block}_{i}"] = value, REDUCTION_BLOCKS
+                tile *= value
+            else:
+                tile *= _p2(r_hint)
+        warps = 4 if k.kind == "pointwise" else max(2, min(8, tile // 128))
+        config[f"num_warps_{i}"] = min(WARPS, key=lambda c: abs(c - warps))
+        space[f"num_warps_{i}"] = WARPS
+    return config, space
+
+
+# ---- the file -----------------------------------------------------------------------------------
+
+
+def _launcher(i: int, k: _Kernel) -> str:
+    """_launch_<kernel>(run arguments): the grid from the numels and CONFIG's blocks."""
+    args = ", ".join(k.params)
+    lines = [f"def _launch_{k.name}({args}):"]
+    meta = []
+    for block in sorted(k.blocks):
+        if block in k.constexprs:
+            lines.append(f'    {block} = CONFIG["{block}_{i}"]')
+            meta.append(f"{block}={block}")
+    for block in k.r_blocks:
+        if k.kind == "reduction":
+            lines.append(f'    {block} = CONFIG["{block}_{i}"]')
+        else:  # persistent: one block holds the whole reduced row
+            lines.append(f"    {block} = triton.next_power_of_2({block[:-5].lower()}_numel)")
+        meta.append(f"{block}={block}")
+    grid = ["1"] * (max(k.blocks.values(), default=0) + 1)
+    for block, axis in k.blocks.items():
+        numel = f"{block[0].lower()}numel"
+        per = block if block in k.constexprs else str(k.fixed.get(block, 1))
+        if numel in k.params:
+            grid[axis] = f"triton.cdiv({numel}, {per})"
+    lines.append(f"    grid = ({', '.join(grid)},)")
+    lines.append("    if min(grid) > 0:")
+    meta.append(f'num_warps=CONFIG["num_warps_{i}"]')
+    lines.append(f"        {k.name}[grid]({args}, {', '.join(meta)})")
+    return "\n".join(lines)
+
+
+def _render(region, kernels, helpers, host, config, space) -> str:
+    ops = sorted(
+        {str(n["op"]).split(".")[1] for n in region.nodes if str(n["op"]).startswith("aten.")}
+    )
+    inputs = ", ".join(
+        f"x{k}: {i.dtype}[{', '.join(i.sizes)}]" for k, i in enumerate(region.inputs)
+    )
+    import triton  # here, not at import: TRITON_INTERPRET must be set before triton loads
+
+    flat = " (its outputs flattened into one tensor)" if len(region.outputs) > 1 else ""
+    versions = f"Inductor, torch {torch.__version__}, Triton {triton.__version__}"
+    doc = (
+        f'"""Starter for {region.title or "a region of the model"}: the Triton torch.compile '
+        f"({versions}) generates for it.\n\n"
+        f"The region's aten ops: {', '.join(ops)}. kernel_fn({inputs})\n"
+        f"returns what the model computed{flat}.\n"
+        "Written by autokernel.model.starter from Inductor's wrapper: its kernels as generated,\n"
+        "with Inductor's helper imports replaced by the plain-Triton functions below; CONFIG\n"
+        "holds each kernel's block sizes and warps (key suffix: the kernel's launch order).\n"
+        '"""'
+    )
+    parts = [
+        doc,
+        "import torch\nimport triton\nimport triton.language as tl",
+        'KERNEL_TYPE = "generic"\nBACKEND = "triton"',
+        "# Tunables read by the launchers; the built-in tuner rewrites this dict literal.\n"
+        f"CONFIG = {_dict_text(config)}\n"
+        "# Allowed values per CONFIG key: every combination computes the same result.\n"
+        f"SEARCH_SPACE = {_dict_text(space)}",
+        *triton_helpers.sources(helpers),
+        *(k.source for k in kernels.values()),
+        *(_launcher(i, k) for i, k in enumerate(kernels.values())),
+    ]
+    args = ", ".join(f"x{k}" for k in range(len(region.inputs)))
+    parts.append(f"def kernel_fn({args}):\n" + "\n".join(f"    {line}" for line in host))
+    return "\n\n\n".join(parts) + "\n"
+
+
+def _dict_text(d: dict) -> str:
+    inner = "".join(f'\n    "{k}": {v!r},' for k, v in d.items())
+    return "{" + inner + "\n}"

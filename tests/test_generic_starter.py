@@ -1,0 +1,153 @@
+"""A generic target's starter: Inductor's Triton for the region as a kernel.py that passes the
+static guard, runs under the interpreter at the model's and perturbed sizes, and passes the five
+stages through the sandboxed harness."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from autokernel.harness import sandbox
+from autokernel.harness.static_check import check_source
+from autokernel.model.inductor_code import ArgSource, InductorCode, generate
+from autokernel.model.starter import StarterError, build
+from autokernel.specs.generic import generic_spec
+from tests.test_region import CASES, region
+
+_sources: dict[str, str] = {}
+
+
+def starter(name: str) -> str:
+    if name not in _sources:
+        r = region(name)
+        _sources[name] = build(r, generate(r, torch.device("cpu")))
+    return _sources[name]
+
+
+def load(tmp_path: Path, source: str):
+    path = tmp_path / "kernel.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"starter_{id(source)}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CASES)
+def test_starter_is_inductors_kernel_within_the_guard_and_right_at_every_size(name, tmp_path):
+    source = starter(name)
+    assert check_source(source) == []
+    assert "torch._inductor" not in source and "libdevice." not in source
+    assert 'KERNEL_TYPE = "generic"' in source and "SEARCH_SPACE" in source
+    assert "triton_" in source  # Inductor's own kernel names: triton_poi_*/triton_red_*
+    module = load(tmp_path, source)
+    spec = generic_spec(region(name).to_dict())
+    dtype = spec.dtypes[0]  # the region's own: fp32 here, bf16 for rms_fp32_stats
+    atol, rtol = spec.tolerance(dtype)
+    for size in (spec.cpu.smoke, *spec.cpu.sweep[1:4]):
+        gen = torch.Generator().manual_seed(1)
+        args = spec.make_inputs(size, dtype, gen, torch.device("cpu"))
+        got = module.kernel_fn(*args)
+        want = spec.reference(*[a.double() for a in args])
+        assert got.shape == want.shape and got.dtype == spec.out_dtype(dtype)
+        torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.slow
+def test_generic_starter_passes_the_five_stages_and_a_planted_bug_fails():
+    r = region("log_softmax")
+    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
+                           timing=False)  # fmt: skip
+    good = Path(__file__).parent / "data" / "_generic_log_softmax.py"
+    good.write_text(starter("log_softmax"))
+    try:
+        verdict = sandbox.evaluate(good, opts)
+        assert verdict.status.value == "PASS", verdict.message
+        assert [s.name for s in verdict.stages if s.status == "PASS"] == [
+            "smoke", "sweep", "adversarial", "determinism", "odd_sizes"
+        ]  # fmt: skip
+        broken = starter("log_softmax").replace("tmp12 - tmp10", "tmp12 - 0.999 * tmp10")
+        assert broken != starter("log_softmax")
+        good.write_text(broken)
+        verdict = sandbox.evaluate(good, opts)
+        assert verdict.status.value == "FAIL" and "smoke" in verdict.message
+    finally:
+        good.unlink(missing_ok=True)
+
+
+def test_a_generic_kernel_without_its_region_is_refused(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text('KERNEL_TYPE = "generic"\n\ndef kernel_fn(x0):\n    return x0\n')
+    verdict = sandbox.evaluate(path, sandbox.Options(timing=False))
+    assert verdict.status.value == "CRASH" and "autokernel run" in verdict.message
+
+
+# A wrapper as torch 2.11's CUDA backend writes it (device guard, stream, a reinterpreted
+# buffer): the translation must not depend on the CPU backend's spelling.
+CUDA_WRAPPER = textwrap.dedent('''
+    triton_poi_fused_mul_0 = async_compile.triton('triton_poi_fused_mul_0', """
+    import triton
+    import triton.language as tl
+    from torch._inductor.runtime import triton_helpers, triton_heuristics
+    from torch._inductor.runtime.triton_helpers import libdevice, math as tl_math
+
+    @triton_heuristics.pointwise(size_hints={'x': 4096}, filename=__file__,
+        triton_meta={'signature': {'in_ptr0': '*fp32', 'out_ptr0': '*fp32', 'xnumel': 'i32'}},
+        inductor_meta={'grid_type': 'Grid1D', 'autotune_hints': set()}, min_elem_per_thread=0)
+    @triton.jit
+    def triton_poi_fused_mul_0(in_ptr0, out_ptr0, xnumel, XBLOCK : tl.constexpr):
+        xoffset = tl.program_id(0) * XBLOCK
+        xindex = xoffset + tl.arange(0, XBLOCK)[:]
+        xmask = xindex < xnumel
+        tmp0 = tl.load(in_ptr0 + (xindex), xmask)
+        tmp1 = triton_helpers.maximum(tmp0, tl_math.abs(tmp0) * 0.0)
+        tl.store(out_ptr0 + (xindex), libdevice.tanh(tmp1), xmask)
+    """, device_str='cuda')
+
+    async_compile.wait(globals())
+    del async_compile
+
+    def call(args):
+        arg0_1, arg1_1 = args
+        args.clear()
+        s0 = arg0_1
+        assert_size_stride(arg1_1, (s0, ), (1, ))
+        with torch.cuda._DeviceGuard(0):
+            torch.cuda.set_device(0)
+            buf0 = empty_strided_cuda((s0, ), (1, ), torch.float32)
+            stream0 = get_raw_stream(0)
+            triton_poi_fused_mul_0.run(arg1_1, buf0, s0, stream=stream0)
+            del arg1_1
+            buf1 = reinterpret_tensor(buf0, (s0, ), (1, ), 0)
+        return (buf1, )
+''')
+
+
+def test_a_recorded_cuda_wrapper_translates_into_a_guarded_kernel(tmp_path):
+    r = capture_relu_tanh()
+    code = InductorCode(CUDA_WRAPPER, (ArgSource("size", 0, 0), ArgSource("tensor", 0)))
+    source = build(r, code)
+    assert check_source(source) == []
+    assert "_maximum(" in source and "_ld_tanh(" in source and "tl.math.abs" in source
+    module = load(tmp_path, source)
+    x = torch.randn(3000)
+    torch.testing.assert_close(module.kernel_fn(x), torch.tanh(torch.relu(x)))
+
+
+def test_a_wrapper_that_leaves_part_of_the_region_to_a_library_is_refused():
+    r = capture_relu_tanh()
+    wrapper = CUDA_WRAPPER.replace("triton_poi_fused_mul_0.run(arg1_1, buf0, s0, stream=stream0)",
+                                   "extern_kernels.mm(arg1_1, arg1_1, out=buf0)")  # fmt: skip
+    with pytest.raises(StarterError, match="not a Triton kernel"):
+        build(r, InductorCode(wrapper, (ArgSource("size", 0, 0), ArgSource("tensor", 0))))
+
+
+def capture_relu_tanh():
+    from autokernel.model.capture import capture
+
+    return capture(lambda x: torch.tanh(torch.relu(x)), [torch.randn(4096)])

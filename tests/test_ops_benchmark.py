@@ -1,0 +1,43 @@
+"""benchmarks/ops.py in its CPU --smoke mode: the rows and files the H200 run will write, a
+starter per op that matches the float64 replay, and two shards merged into one report."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "ops.py"
+ROW_KEYS = {"op", "shape", "dtype", "variant", "us", "GBps", "rel_err", "note"}
+
+
+def run(out: Path, *extra: str) -> dict:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--smoke", "--no-compile", "--out-dir", str(out), *extra],
+        capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads((out / "h200-ops-latest.json").read_text())
+
+
+@pytest.mark.slow
+def test_smoke_rows_starters_and_merged_shards(tmp_path):
+    run(tmp_path, "--cases", "gelu_tanh,sum_middle,log_softmax", "--shard", "1/2")
+    data = run(tmp_path, "--cases", "gelu_tanh,sum_middle,log_softmax", "--shard", "2/2",
+               "--merge")  # fmt: skip
+    assert {"gpu", "torch", "triton", "commit", "date", "rows"} <= set(data)
+    rows = data["rows"]
+    assert {r["op"] for r in rows} == {"gelu_tanh", "sum_middle", "log_softmax"}
+    assert all(ROW_KEYS <= set(r) for r in rows)
+    starters = [r for r in rows if r["variant"] == "starter"]
+    assert len(starters) == 3 and all(r["us"] and r["rel_err"] < 1e-5 for r in starters)
+    assert all(r["note"] == "" for r in starters)  # the static guard found nothing
+    md = (tmp_path / f"h200-ops-{dt.date.today().isoformat()}.md").read_text()
+    assert "| gelu_tanh |" in md and "| starter |" in md
