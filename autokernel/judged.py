@@ -87,9 +87,14 @@ def require_judged(path: Path, workspace: Path | None = None) -> None:
         source = data.decode("utf-8")
         findings = check_source(source)
     except (UnicodeDecodeError, SyntaxError, UnjudgeableSource) as exc:
-        raise UnjudgedKernel(f"{path}: fails the static guard now: {exc}") from None
+        raise UnjudgedKernel(
+            f"{path}: fails the static guard now: {exc}; set {TRUST_ENV}=1 to load it anyway"
+        ) from None
     if findings:
-        raise UnjudgedKernel(f"{path}: fails the static guard now: {findings[0]}")
+        raise UnjudgedKernel(
+            f"{path}: fails the static guard now: {findings[0]}; set {TRUST_ENV}=1 to load it "
+            "anyway"
+        )
     if builds_native_code(source):
         raise UnjudgedKernel(
             f"{path}: builds native code (torch.utils.cpp_extension.load_inline); its C++/CUDA "

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "ops.py"
 ROW_KEYS = {"op", "shape", "dtype", "variant", "us", "GBps", "rel_err", "note"}
 
 
 def run(out: Path, *extra: str) -> dict:
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--smoke", "--no-compile", "--out-dir", str(out), *extra],
-        capture_output=True, text=True, timeout=900, env=env,
+        [sys.executable, "-m", "benchmarks.ops", "--smoke", "--no-compile", "--out-dir", str(out),
+         *extra],
+        capture_output=True, text=True, timeout=900, env=env, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads((out / "h200-ops-latest.json").read_text())
