@@ -5,8 +5,11 @@ A file is judged when the sha256 of its exact bytes is one that a PASS verdict o
 workspace recorded (.autokernel/verdicts/N.json, written by the run), or it is one of the
 shipped starters. The static guard runs again on it either way: a verdict on disk is only as
 trustworthy as the disk. A file that builds native code (load_inline) is refused even so: the
-guard cannot read C++, and the sandbox that contained it is not around your process.
-AUTOKERNEL_TRUST_UNJUDGED=1 loads anything, for kernels you wrote or read and vouch for.
+guard cannot read C++, and the sandbox that contained it is not around your process. Without a
+GPU the kernels run under Triton's interpreter, whose loads and stores take raw host addresses:
+there only the starters' and the built-in tuner's kernels load (both are our own code), not an
+LLM's, however judged. AUTOKERNEL_TRUST_UNJUDGED=1 loads anything, for kernels you wrote or
+read and vouch for.
 """
 
 from __future__ import annotations
@@ -15,15 +18,21 @@ import ast
 import hashlib
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from autokernel import syntax
 from autokernel.harness.static_check import UnjudgeableSource, check_source
+from autokernel.results import ResultsLog
 from autokernel.shipped import STARTERS
 
 TRUST_ENV = "AUTOKERNEL_TRUST_UNJUDGED"
 NATIVE_BUILDERS = frozenset({"cpp_extension", "load_inline"})
 VERDICTS = Path(".autokernel") / "verdicts"
+RESULTS_FILE = "results.tsv"
+# Proposers whose kernels are our own code: the shipped starter, and the built-in tuner, which
+# only edits a starter's CONFIG literal. An LLM's or a command's kernels are untrusted code.
+OUR_AGENTS = ("starter", "tuner")
 
 
 class UnjudgedKernel(Exception):
@@ -38,10 +47,15 @@ def sha256_of(path: Path) -> str:
         return ""
 
 
-def passed_hashes(workspace: Path) -> set[str]:
-    """Hashes of the kernel files that PASS verdicts in the workspace recorded."""
+def passed_hashes(workspace: Path, agents: Collection[str] | None = None) -> set[str]:
+    """Hashes of the kernel files that PASS verdicts in the workspace recorded; with `agents`,
+    only of experiments whose results.tsv row names one of them (no worker can write that
+    file: the workspace is not mounted in the sandbox)."""
+    allowed = None if agents is None else _experiments_by(workspace, agents)
     found = set()
     for verdict in (Path(workspace) / VERDICTS).glob("*.json"):
+        if allowed is not None and verdict.stem not in allowed:
+            continue
         try:
             data = json.loads(verdict.read_text())
         except (OSError, ValueError):
@@ -49,6 +63,16 @@ def passed_hashes(workspace: Path) -> set[str]:
         if isinstance(data, dict) and data.get("status") == "PASS" and data.get("sha256"):
             found.add(str(data["sha256"]))
     return found
+
+
+def _experiments_by(workspace: Path, agents: Collection[str]) -> set[str]:
+    rows = ResultsLog(Path(workspace) / RESULTS_FILE).read()
+    return {str(r.get("experiment")) for r in rows if r.get("agent") in agents}
+
+
+def interpreted() -> bool:
+    """Whether kernels run under Triton's interpreter in this process (no GPU)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
 def starter_hashes() -> set[str]:
@@ -76,7 +100,15 @@ def require_judged(path: Path, workspace: Path | None = None) -> None:
         return  # the loader reports a missing or unreadable file in its own words
     digest = hashlib.sha256(data).hexdigest()
     workspace = workspace or workspace_of(path)
-    known = starter_hashes() | (passed_hashes(workspace) if workspace else set())
+    passed = passed_hashes(workspace) if workspace else set()
+    known = starter_hashes() | passed
+    if digest in passed and interpreted() and digest not in starter_hashes():
+        if digest not in passed_hashes(workspace, OUR_AGENTS):
+            raise UnjudgedKernel(
+                f"{path}: an agent wrote this kernel, and under Triton's interpreter (no GPU) a "
+                "kernel reads and writes any memory of the process that runs it, yours here; "
+                f"verify it on a GPU machine, or read it and set {TRUST_ENV}=1"
+            )
     if digest not in known:
         where = f"{workspace / VERDICTS}" if workspace else "no workspace found above it"
         raise UnjudgedKernel(

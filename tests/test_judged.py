@@ -17,6 +17,7 @@ from autokernel.judged import (
     require_judged,
     sha256_of,
 )
+from autokernel.results import ResultsLog
 from autokernel.verify import VerifyError, collect_kernels
 
 KERNELS = Path(__file__).parents[1] / "kernels"
@@ -32,9 +33,12 @@ def tuned_softmax() -> str:
     return (KERNELS / "softmax.py").read_text() + "\n# tuned overnight\n"
 
 
-def workspace(tmp_path: Path, source: str, status: Status | None) -> tuple[Path, Path]:
+def workspace(
+    tmp_path: Path, source: str, status: Status | None, agent: str = "tuner"
+) -> tuple[Path, Path]:
     """optimized/softmax.py holding `source`, and (unless status is None) a verdict of that
-    status recording the file's hash, as the run writes it."""
+    status recording the file's hash and its results row naming `agent`, as the run writes
+    them."""
     ws = tmp_path / "ws"
     (ws / "optimized").mkdir(parents=True)
     path = ws / "optimized" / "softmax.py"
@@ -43,6 +47,9 @@ def workspace(tmp_path: Path, source: str, status: Status | None) -> tuple[Path,
     verdicts.mkdir(parents=True)
     if status is not None:
         Verdict(status, "softmax", str(path), sha256=sha256_of(path)).write(verdicts / "3.json")
+        ResultsLog(ws / "results.tsv").append(
+            {"experiment": 3, "status": "keep", "target": "softmax", "agent": agent}
+        )
     return ws, path
 
 
@@ -153,3 +160,19 @@ def test_a_real_run_leaves_kernels_that_verify_accepts(tmp_path):
     kernels, origin, _ = collect_kernels(ws)  # the run's own kept kernel: judged, so it loads
     assert [k.kernel_type for k in kernels] == ["reduce"], origin
     assert sha256_of(kernels[0].path) in passed_hashes(ws)  # by its verdict, not as a starter
+
+
+def test_without_a_gpu_an_llms_judged_kernel_needs_the_users_word(tmp_path, monkeypatch):
+    """Under Triton's interpreter a kernel's loads and stores take raw host addresses: an LLM's
+    kernel, judged or not, would read and write the user's process (the red team read a bytes
+    object's contents that way). The tuner's kernels are our own code and still load."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    ws, _ = workspace(tmp_path, tuned_softmax(), Status.PASS, agent="openai")
+    with pytest.raises(VerifyError, match="interpreter") as err:
+        collect_kernels(ws)
+    assert TRUST_ENV in str(err.value) and "\n" not in str(err.value)
+    monkeypatch.setenv("TRITON_INTERPRET", "0")  # a GPU machine: the PASS verdict is enough
+    assert len(collect_kernels(ws)[0]) == 1
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    ws2, _ = workspace(tmp_path / "tuned", tuned_softmax(), Status.PASS, agent="tuner")
+    assert len(collect_kernels(ws2)[0]) == 1
