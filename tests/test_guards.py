@@ -296,3 +296,18 @@ def test_only_the_launch_helpers_of_autokernel_are_importable():
         "from autokernel.launch import triton\n",
     ):
         assert check_source(bad), bad
+
+
+@pytest.mark.parametrize(
+    "body, rule",
+    [
+        ("def kernel_fn(x):\n    return '{a}'.format_map({'a': x})\n", ".format_map()"),
+        ("def kernel_fn(x):\n    return '{0.__class__}'.format(x)\n", ".format()"),
+        ("def kernel_fn(x):\n    s = x.untyped_storage()\n    return s.from_file('/e', False, 1)\n",
+         ".from_file"),
+    ],
+)  # fmt: skip
+def test_string_lookups_and_file_maps_are_refused_by_their_own_rule(body, rule):
+    # each is refused for what it does, not for something else in the snippet
+    got = [str(f) for f in findings(body)]
+    assert len(got) == 1 and rule in got[0], got
