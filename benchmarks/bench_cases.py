@@ -64,7 +64,7 @@ class Case:
     size: Mapping[str, int]
     dtype: torch.dtype
     llm: bool = False  # LLM-scale memory-bound size: the >= 90 % of copy goal applies
-    goal: str = ""  # softmax_wide, ce_wide, narrow, matmul_square, matmul_llama, attention, mlp
+    goal: str = ""  # softmax_wide, ce_wide, narrow, matmul_square|llama|odd, attention, mlp
     what: str = ""  # where the shape comes from
     only: tuple[str, ...] = ()  # run only these variants (the late compile pass)
 
@@ -112,6 +112,8 @@ COMPUTE_REST: tuple[Case, ...] = (
     Case("matmul", _mm(4096, 14336, 4096), BF16, goal="matmul_llama", what=f"gate/up, {LLAMA}"),
     Case("matmul", _mm(4096, 4096, 14336), BF16, goal="matmul_llama", what=f"down, {LLAMA}"),
     Case("matmul", _mm(4096, 128256, 4096), BF16, goal="matmul_llama", what=f"lm_head, {LLAMA}"),
+    Case("matmul", _mm(4095, 4097, 4096), BF16, goal="matmul_odd", what="no tile divides M or N"),
+    Case("matmul", _mm(4096, 50257, 768), BF16, goal="matmul_odd", what="GPT-2 lm_head, N odd"),
     Case("flash_attention", _attn(4, 32, 32, 2048), BF16, goal="attention", what="causal"),
     Case("flash_attention", _attn(1, 32, 32, 8192), BF16, goal="attention", what="causal"),
     Case("flash_attention", _attn(2, 32, 8, 4096), BF16, goal="attention", what="causal, GQA"),

@@ -116,11 +116,11 @@ def test_markdown_states_command_goals_and_one_table_per_type(shipped):
     _, md, cmd = shipped
     assert " ".join(["python", *cmd[1:]]) in md  # the exact command (interpreter path aside)
     assert "commit: abc1234" in md and "CPU smoke run" in md
-    goals = md.split("## Goals (issue 5)", 1)[1].split("\n## ", 1)[0]
+    goals = md.split("## Goals (issues 5 and 13)", 1)[1].split("\n## ", 1)[0]
     verdicts = re.findall(
         r"^\d+\. \*\*(met|not met|no figure|met where measured[^*]*)\*\*", goals, re.M
     )
-    assert len(verdicts) == 10, goals  # nine kernel goals and loop speed, none left out
+    assert len(verdicts) == 11, goals  # ten kernel goals and loop speed, none left out
     assert "softmax 64x1024 float32: autokernel" in goals
     assert "Loop speed" in goals and "not measured by this script" in goals
     assert "Our rows that are wrong or have no figure: none." in goals
@@ -199,7 +199,7 @@ def test_budget_cut_still_writes_both_files_and_says_what_was_skipped(tmp_path):
     rows = check_schema(data)
     assert rows and all(r["us"] is None and "budget" in r["note"] for r in rows)
     assert {r["op"] for r in rows} == {"copy", "softmax", "matmul"}
-    assert "skipped: budget" in md and "## Goals (issue 5)" in md
+    assert "skipped: budget" in md and "## Goals (issues 5 and 13)" in md
     # the run is recorded: one history line (rows, versions, commit, command) and latest.md
     (entry,) = [json.loads(line) for line in (tmp_path / "results/cpu.jsonl").open()]
     assert entry["question"] == "kernels_vs_baselines" and entry["commit"] == "abc1234"
