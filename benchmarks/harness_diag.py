@@ -10,6 +10,9 @@ Three probes, each in the state a worker is in (worker._prepare done, kernels fr
   taken while another process starts up beside it (as a spare does), and the harness's own
   benchmark after the five stages ran in the same process.
 - ``hostprof``: cProfile of 300 queued calls of kernel_fn at 262144x128 (host side only).
+- ``benchprof TYPE``: the benchmark stage of one starter (its timed sizes, after the five
+  stages ran in the same process), timed twice, the second under cProfile: where a warm
+  evaluation's benchmark seconds go (on the H200 it is over half of the warm harness time).
 
 CPU runs (the interpreter, 64 rows) only check that the probes work; their figures are
 meaningless.
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 T0 = time.perf_counter()
 NARROW_TYPES = ("layernorm", "reduce", "rmsnorm", "softmax")
-USAGE = "usage: python -m benchmarks.harness_diag profile TYPE | narrow | hostprof"
+USAGE = "usage: python -m benchmarks.harness_diag profile TYPE | benchprof TYPE | narrow | hostprof"
 SPARE = (
     "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize(); "
     "import triton, autokernel.specs, time; time.sleep(3)"
@@ -89,6 +92,29 @@ def profile(kind: str) -> None:
     stamp("stages done")
     _print_stats(pr, "cumulative", 45)
     _print_stats(pr, "tottime", 25)
+
+
+def benchprof(kind: str) -> None:
+    torch, device = _setup()
+    from autokernel.harness import worker
+    from autokernel.harness.benchmark import Peaks, time_candidate
+    from autokernel.harness.stages import run_stages
+
+    mod = _kernel(kind)
+    peaks = Peaks(**worker._peaks(device, torch.bfloat16))
+    for attempt in ("first", "profiled"):
+        proc, ev = _local(kind, device, mod)  # the timing refills its buffers: one use each
+        run_stages(ev)
+        pr = cProfile.Profile()
+        t = time.perf_counter()
+        if attempt == "profiled":
+            pr.enable()
+        timings = time_candidate(ev, proc, torch.bfloat16, peaks, {})
+        pr.disable()
+        stamp(f"{kind} benchmark ({attempt}): {time.perf_counter() - t:.2f} s; "
+              f"{[(t.size, round(t.us, 1)) for t in timings]}")  # fmt: skip
+    _print_stats(pr, "cumulative", 40)
+    _print_stats(pr, "tottime", 20)
 
 
 def _narrow_args(torch, device, kind: str) -> tuple:
@@ -166,6 +192,8 @@ def hostprof() -> None:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["profile"] and len(argv) == 2:
         profile(argv[1])
+    elif argv[:1] == ["benchprof"] and len(argv) == 2:
+        benchprof(argv[1])
     elif argv == ["narrow"]:
         narrow()
     elif argv == ["hostprof"]:

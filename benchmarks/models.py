@@ -191,7 +191,8 @@ def markdown(out: dict) -> str:
             for t in sel["candidates"]:
                 e = sel["effects"].get(t, {})
                 why = "kept" if t in sel["kept"] else f"dropped: {sel['dropped'].get(t, '')}"
-                lines.append(f"- {t}: {e.get('ratio', 0):.2f}x of the forward with it; {why}")
+                lines.append(f"- {t}: first pass, every candidate in: the forward "
+                             f"{e.get('ratio', 0):.2f}x as fast with it as without; {why}")  # fmt: skip
         label = "helps" if sel else "plugged in (no selection)"
         for m, kept in res.get("kept", {}).items():
             lines.append(f"- {label} in {m} mode: {', '.join(kept) or 'none'}")
