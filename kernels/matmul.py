@@ -55,6 +55,7 @@ _PLANS: dict = {}
 SMEM_BYTES = 200 * 1024  # pipeline-buffer budget per program; the H200 allows 227 KB
 FP32_MAX_BLOCK_MN = 64  # fp32 inputs: fp32 tiles (and fp64 accumulators) cost twice the space
 FP32_MAX_BLOCK_K = 32
+UNALIGNED_MAX_BLOCK_N = 128  # where B's row stride is not a multiple of 16 bytes (see _plan)
 
 
 @triton.jit
@@ -181,6 +182,13 @@ def _plan(A: torch.Tensor, B: torch.Tensor):
         block_m = min(block_m, FP32_MAX_BLOCK_MN)
         block_n = min(block_n, FP32_MAX_BLOCK_MN)
         block_k = min(block_k, FP32_MAX_BLOCK_K)
+    elt = 4 if A.dtype == torch.float32 else 2
+    if A.is_cuda and block_n > UNALIGNED_MAX_BLOCK_N and (B.stride(0) * elt) % 16:
+        # B's rows (and C's) not 16-byte aligned: wide-N tiles fall off the fast load path
+        # (bf16 on the H200 at 4095x4097x4096: 128x256 ran 30 TFLOPS, 256x128 142, cuBLAS 126).
+        # The same tile area, turned to M.
+        block_m = min(_block(256, M), block_m * block_n // UNALIGNED_MAX_BLOCK_N)
+        block_n = UNALIGNED_MAX_BLOCK_N
     if A.is_cuda:
         # Skinny problems (decode-time M=1..16) make too few tiles to fill the GPU: narrow the
         # tiles until there is about one per SM.
@@ -191,7 +199,6 @@ def _plan(A: torch.Tensor, B: torch.Tensor):
             block_m //= 2
 
     # Keep the pipeline buffers within shared memory.
-    elt = 4 if A.dtype == torch.float32 else 2
     stage_bytes = (block_m * block_k + block_k * block_n) * elt
     num_stages = max(1, min(CONFIG["num_stages"], SMEM_BYTES // stage_bytes))
 
