@@ -137,7 +137,12 @@ def test_sees_only_its_own_processes_and_no_other_environ(work):
         "print('ok')\n"
     )
     try:
-        assert PLANTED_KEY.encode() in Path(f"/proc/{holder.pid}/environ").read_bytes()
+        # /proc/PID/environ reads empty until the child has exec'd: wait for it.
+        environ = Path(f"/proc/{holder.pid}/environ")
+        deadline = time.monotonic() + 10
+        while PLANTED_KEY.encode() not in environ.read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert PLANTED_KEY.encode() in environ.read_bytes()
         done = _contained(code, work)
     finally:
         holder.kill()
