@@ -13,8 +13,9 @@ import torch
 
 from autokernel.harness import sandbox
 from autokernel.harness.static_check import check_source
+from autokernel.model.generic_starter import starter_for
 from autokernel.model.inductor_code import ArgSource, InductorCode, generate
-from autokernel.model.starter import StarterError, build
+from autokernel.model.starter import STATIC_SUFFIX, StarterError, build
 from autokernel.specs.generic import generic_spec
 from tests.test_region import CASES, region
 
@@ -151,3 +152,37 @@ def capture_relu_tanh():
     from autokernel.model.capture import capture
 
     return capture(lambda x: torch.tanh(torch.relu(x)), [torch.randn(4096)])
+
+
+def test_at_the_models_shape_kernel_fn_runs_inductors_code_for_that_shape(tmp_path):
+    """starter_for writes both of Inductor's wrappers: the one compiled for the model's sizes
+    and strides runs there (as torch.compile's would), the any-size one everywhere else, and
+    each computes the region."""
+    r = region("rotary")  # two outputs and rotate_half's cat: what static sizes fuse
+    source = starter_for(r.to_dict(), torch.device("cpu"))
+    assert check_source(source) == [] and "AT_SHAPE" in source
+    assert f"{STATIC_SUFFIX}[grid]" in source  # its own kernels, launched under their own names
+    module = load(tmp_path, source)
+    taken = []
+    for name in ("_at_shape", "_any_shape"):
+        original = getattr(module, name)
+        setattr(module, name, lambda *a, _f=original, _n=name: taken.append(_n) or _f(*a))
+    spec = generic_spec(r.to_dict())
+    atol, rtol = spec.tolerance(spec.dtypes[0])
+    for size, path in ((spec.cpu.smoke, "_at_shape"), (spec.cpu.sweep[1], "_any_shape")):
+        args = spec.make_inputs(size, spec.dtypes[0], torch.Generator().manual_seed(2),
+                                torch.device("cpu"))  # fmt: skip
+        got = module.kernel_fn(*args)
+        want = spec.reference(*[a.double() for a in args])
+        torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol)
+        assert taken[-1] == path, (size, taken)
+
+
+def test_a_static_wrapper_it_cannot_translate_leaves_the_any_size_kernels():
+    r = capture_relu_tanh()
+    args = (ArgSource("size", 0, 0), ArgSource("tensor", 0))
+    odd = CUDA_WRAPPER.replace("triton_poi_fused_mul_0.run(arg1_1, buf0, s0, stream=stream0)",
+                               "extern_kernels.mm(arg1_1, arg1_1, out=buf0)")  # fmt: skip
+    source = build(r, InductorCode(CUDA_WRAPPER, args), InductorCode(odd, args))
+    assert "AT_SHAPE" not in source and STATIC_SUFFIX not in source
+    assert source == build(r, InductorCode(CUDA_WRAPPER, args))

@@ -1,5 +1,6 @@
 """A generic target's starter, from its region description: Inductor's code for it on this
-machine's device (autokernel.model.inductor_code), written as a kernel.py
+machine's device (autokernel.model.inductor_code), for any size and for the model's own,
+written as one kernel.py
 (autokernel.model.starter). Generated once per region and device in a process."""
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ def starter_for(description: Mapping, device: torch.device) -> str:
     key = (region.digest(), str(device))
     if key not in _MADE:
         try:
-            _MADE[key] = build(region, generate(region, device))
-        except (InductorCodeError, StarterError) as exc:
+            code = generate(region, device)
+        except InductorCodeError as exc:
+            raise NoStarter(f"no starter from torch.compile's code: {exc}") from None
+        try:
+            static = generate(region, device, dynamic=False)
+        except InductorCodeError:
+            static = None  # the any-shape code serves the model's shape too
+        try:
+            _MADE[key] = build(region, code, static)
+        except StarterError as exc:
             raise NoStarter(f"no starter from torch.compile's code: {exc}") from None
     return _MADE[key]

@@ -53,8 +53,11 @@ class _Generated(Exception):
     """Raised from inside Inductor once the wrapper text is in hand: stop before compiling."""
 
 
-def generate(region: Region, device: torch.device) -> InductorCode:
-    """Inductor's wrapper for the region on `device`, with its arguments' sources."""
+def generate(region: Region, device: torch.device, dynamic: bool = True) -> InductorCode:
+    """Inductor's wrapper for the region on `device`, with its arguments' sources. dynamic:
+    every size a symbol (kernels for any shape); else the model's own sizes and strides as
+    constants, the code torch.compile runs at that shape (fused and persistent where sizes
+    known at compile time allow it)."""
     import torch._dynamo
     import torch._inductor.config as inductor_config
     import torch.fx.experimental._config as fx_config
@@ -63,7 +66,8 @@ def generate(region: Region, device: torch.device) -> InductorCode:
 
     gm = region.graph_module(device)
     tensors = _example_inputs(region, device)
-    mark_sizes_dynamic(tensors)
+    if dynamic:
+        mark_sizes_dynamic(tensors)
     found: dict[str, object] = {}
 
     def grab(self: GraphLowering) -> object:

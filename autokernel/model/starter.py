@@ -9,6 +9,9 @@ launch going through a launcher that takes the block sizes and warps from CONFIG
 in the wrapper (a library call for part of the region, a kernel shape this module does not
 know) is refused with the reason, so a starter either is Inductor's code or does not exist.
 
+Inductor writes two wrappers: one for any size (every dim a symbol) and one for the model's own
+sizes and strides, as torch.compile itself specializes; kernel_fn dispatches between them.
+
 CONFIG starts from the block sizes Inductor's heuristics pick for such kernels by default and
 SEARCH_SPACE spans the powers of two around them, which is what the built-in tuner walks.
 """
@@ -16,6 +19,7 @@ SEARCH_SPACE spans the powers of two around them, which is what the built-in tun
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 
 import torch
@@ -47,13 +51,42 @@ class _Kernel:
     size_hints: dict[str, int] = field(default_factory=dict)
 
 
-def build(region: Region, code: InductorCode) -> str:
-    """The kernel.py text of the region's starter."""
+def build(region: Region, code: InductorCode, static: InductorCode | None = None) -> str:
+    """The kernel.py text of the region's starter. `code` is Inductor's wrapper for any shape;
+    `static`, where given, its wrapper for the model's own sizes and strides, which kernel_fn
+    runs at exactly those (torch.compile specializes the same way: with sizes known it fuses
+    across cat and slices and keeps whole rows on chip, where symbolic sizes make it write
+    intermediates out). A static wrapper this module cannot translate is left out: the
+    any-shape kernels then serve every shape."""
     tree = syntax.parse(code.wrapper)
     kernels, helpers = _kernels(tree)
     host = starter_host.host(starter_host.call_function(tree), kernels, code.args)
+    at_shape = None
+    if static is not None:
+        try:
+            s_tree = syntax.parse(_suffixed(static.wrapper))
+            s_kernels, s_helpers = _kernels(s_tree)
+            s_host = starter_host.host(starter_host.call_function(s_tree), s_kernels, static.args)
+        except StarterError:
+            pass
+        else:
+            at_shape = s_host
+            kernels = {**kernels, **s_kernels}
+            helpers |= s_helpers
     config, space = _config(kernels)
-    return _render(region, kernels, helpers, host, config, space)
+    return _render(region, kernels, helpers, (host, at_shape), config, space)
+
+
+STATIC_SUFFIX = "_at_shape"
+_KERNEL_NAME = re.compile(r"async_compile\.triton\(\s*['\"](\w+)['\"]")
+
+
+def _suffixed(wrapper: str) -> str:
+    """The wrapper with each kernel's name suffixed, so the two wrappers' kernels (Inductor
+    names both triton_poi_fused_..._0) live side by side in one file."""
+    for name in set(_KERNEL_NAME.findall(wrapper)):
+        wrapper = re.sub(rf"\b{name}\b", name + STATIC_SUFFIX, wrapper)
+    return wrapper
 
 
 # ---- the kernels ------------------------------------------------------------------------------
@@ -298,7 +331,14 @@ def _render(region, kernels, helpers, host, config, space) -> str:
         "Written by autokernel.model.starter from Inductor's wrapper: its kernels as generated,\n"
         "with Inductor's helper imports replaced by the plain-Triton functions below; CONFIG\n"
         "holds each kernel's block sizes and warps (key suffix: the kernel's launch order).\n"
-        '"""'
+        + (
+            f"At the model's own sizes and strides (AT_SHAPE) kernel_fn runs the kernels Inductor\n"
+            f"compiled for exactly those (names ending {STATIC_SUFFIX}), elsewhere the ones it\n"
+            "compiled for any size.\n"
+            if host[1] is not None
+            else ""
+        )
+        + '"""'
     )
     parts = [
         doc,
@@ -312,9 +352,37 @@ def _render(region, kernels, helpers, host, config, space) -> str:
         *(k.source for k in kernels.values()),
         *(_launcher(i, k) for i, k in enumerate(kernels.values())),
     ]
-    args = ", ".join(f"x{k}" for k in range(len(region.inputs)))
-    parts.append(f"def kernel_fn({args}):\n" + "\n".join(f"    {line}" for line in host))
+    parts.extend(_entry(region, *host))
     return "\n\n\n".join(parts) + "\n"
+
+
+def _entry(region: Region, host: list[str], at_shape: list[str] | None) -> list[str]:
+    """kernel_fn: the any-shape host code, or, where there is one, a dispatch on the inputs'
+    sizes and strides to the host code compiled for the model's own."""
+    args = ", ".join(f"x{k}" for k in range(len(region.inputs)))
+
+    def fn(name: str, lines: list[str]) -> str:
+        return f"def {name}({args}):\n" + "\n".join(f"    {line}" for line in lines)
+
+    if at_shape is None:
+        return [fn("kernel_fn", host)]
+    shapes = tuple(
+        tuple(tuple(int(v) for v in seq) for seq in region.shape_of(k, region.symbols))
+        for k in range(len(region.inputs))
+    )
+    probe = ", ".join(f"(tuple(x{k}.shape), x{k}.stride())" for k in range(len(region.inputs)))
+    dispatch = [
+        f"if ({probe},) == AT_SHAPE:",
+        f"    return _at_shape({args})",
+        f"return _any_shape({args})",
+    ]
+    return [
+        "# Each input's (sizes, strides) in the model: Inductor's code for exactly these runs "
+        f"there.\nAT_SHAPE = {shapes!r}",
+        fn("_at_shape", at_shape),
+        fn("_any_shape", host),
+        fn("kernel_fn", dispatch),
+    ]
 
 
 def _dict_text(d: dict) -> str:
