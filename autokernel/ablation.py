@@ -13,7 +13,7 @@ adding them one at a time from none needs k passes (k(k+1)/2 + 1 timings) to add
 first pass also measures each target's effect with every other kernel in, the configuration the
 user gets, which is the figure the prediction uses (autokernel.prediction).
 
-Noise rule as in the loop (autokernel.keep_rule): the forward with and without a target are
+Noise rule as in the loop (autokernel.run.keep_rule): the forward with and without a target are
 timed in the same rounds, interleaved, and the target stays only if the forward is faster with it
 by more than max(MIN_GAIN, the half-spread of the paired ratios).
 """
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
 from autokernel.harness.interleave import relative_half_spread
-from autokernel.keep_rule import MIN_GAIN
+from autokernel.run.keep_rule import MIN_GAIN
 
 K = TypeVar("K")
 ROUNDS = 5  # paired rounds per pass: a median and a p20-p80 need at least this many

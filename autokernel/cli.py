@@ -305,12 +305,13 @@ def status(
 ) -> None:
     """Where the workspace's run stands: per target, experiments, best speed, why it moved on."""
     from autokernel import orchestrate
+    from autokernel.run import state as run_state
 
     problem = option_checks.status_error(workspace)
     if problem:
         raise fail(problem)
     try:
-        state = orchestrate.load(workspace)
+        state = run_state.load(workspace)
     except ValueError as exc:
         raise fail(str(exc), 1) from None
     if state is None:

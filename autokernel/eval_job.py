@@ -61,7 +61,7 @@ def run_job(job: Job, on_phase: Callable[[str], None] | None = None) -> dict[str
     Never raises for the candidate's faults (the sandbox turns them into verdicts); an
     exception from here is a fault of this worker, which the driver treats as a lost one."""
     from autokernel.harness import sandbox
-    from autokernel.rows import PARSE_ERRORS, unparsable
+    from autokernel.run.rows import PARSE_ERRORS, unparsable
 
     if job.kind not in NAMES or len(job.sources) != len(NAMES[job.kind]):
         raise ValueError(f"malformed job {job.key!r}: {job.kind} with {len(job.sources)} files")

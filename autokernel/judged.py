@@ -23,7 +23,7 @@ from pathlib import Path
 
 from autokernel import syntax
 from autokernel.harness.static_check import UnjudgeableSource, check_source
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
 from autokernel.shipped import STARTERS
 
 TRUST_ENV = "AUTOKERNEL_TRUST_UNJUDGED"

@@ -12,7 +12,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from autokernel.orchestrate import State
+from autokernel.run.state import State
 from autokernel.secrets import redact
 
 LOG_FILE = Path(".autokernel") / "run.log"

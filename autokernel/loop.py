@@ -15,28 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autokernel import backends, baseline_step, briefing, recovery
+from autokernel import backends
 from autokernel.agents.base import Agent, AgentError, AgentStopped, InvalidReply
 from autokernel.agents.tuner import out_of_resources, read_config
 from autokernel.harness import sandbox
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
-from autokernel.keep_rule import Decision, Remeasure, decide, remeasured, score
-from autokernel.orchestrate import (
-    Rules,
-    Score,
-    State,
-    TargetState,
-    move_on_reason,
-    next_target,
-    reopen,
-    save,
-)
-from autokernel.recovery import RunError, check_branch
-from autokernel.results import ResultsLog
-from autokernel.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
-from autokernel.run_lock import RunLock
-from autokernel.workspace import Workspace, WorkspaceError
+from autokernel.orchestrate import Rules, move_on_reason, next_target, reopen
+from autokernel.run import baseline_step, briefing, recovery
+from autokernel.run.keep_rule import Decision, Remeasure, decide, remeasured, score
+from autokernel.run.lock import RunLock
+from autokernel.run.recovery import RunError, check_branch
+from autokernel.run.results import ResultsLog
+from autokernel.run.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
+from autokernel.run.state import InFlight, Score, State, TargetState, save
+from autokernel.run.workspace import Workspace, WorkspaceError
 
 VERDICTS = Path(".autokernel") / "verdicts"
 
@@ -207,10 +200,7 @@ class Loop:
     ) -> None:  # fmt: skip
         n = self.state.next_experiment
         hypothesis = " ".join(hypothesis.split())[:200] or "(no hypothesis given)"
-        self.state.in_flight = {
-            "experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": agent,
-            "tokens": tokens, "commit": None, "baseline": baseline,
-        }  # fmt: skip
+        self.state.in_flight = InFlight(n, ts.name, hypothesis, agent, tokens, baseline=baseline)
         self.save()
         check_branch(self.ws, self.state)
         message = f"exp {n} [{ts.name}]: {hypothesis}"
@@ -218,23 +208,23 @@ class Loop:
             sha = self.ws.head()  # this type's starter is already in place: nothing to commit
         else:
             sha = self.ws.commit_kernel(source, message)
-        self.state.in_flight["commit"] = sha
+        self.state.in_flight.commit = sha
         self.save()
         self.reporter.event(f"exp {n} [{ts.name}] {sha[:8]}: {hypothesis}")
 
     def evaluate_in_flight(self, recorded: dict[str, str] | None = None) -> None:
         """Evaluate the committed experiment; `recorded`: its row is already in results.tsv."""
         f = self.state.in_flight
-        assert f is not None and f["commit"]
-        ts = self.state.target(f["target"])
+        assert f is not None and f.commit
+        ts = self.state.target(f.target)
         try:
             verdict = self._evaluate(
                 self.ws.kernel_path, self._options(ts), on_phase=self._phase(f)
             )
         except PARSE_ERRORS as exc:  # the file's content, not the run: a verdict, every resume
             verdict = unparsable(exc)
-        self.verdict_path(f["experiment"]).parent.mkdir(parents=True, exist_ok=True)
-        verdict.write(self.verdict_path(f["experiment"]))
+        self.verdict_path(f.experiment).parent.mkdir(parents=True, exist_ok=True)
+        verdict.write(self.verdict_path(f.experiment))
         self.conclude(verdict, recorded)
 
     def conclude(self, verdict: Verdict, recorded: dict[str, str] | None = None) -> None:
@@ -242,11 +232,11 @@ class Loop:
         f = self.state.in_flight
         assert f is not None
         check_branch(self.ws, self.state)  # a revert or keep on a deleted branch goes astray
-        ts = self.state.target(f["target"])
+        ts = self.state.target(f.target)
         cand = score(verdict, ts.target.labels() or None)
         if recorded is not None:
             decision = Decision(recorded["status"], "recorded before the interruption")
-        elif f["baseline"]:
+        elif f.baseline:
             ok = verdict.status is Status.PASS and cand is not None
             decision = (
                 Decision("keep", "baseline")
@@ -261,19 +251,21 @@ class Loop:
         self._apply(ts, f, decision, cand, verdict)
         self.reporter.experiment(row, decision.note)
 
-    def _decide(self, ts: TargetState, f: dict, verdict: Verdict, cand: Score | None) -> Decision:
+    def _decide(
+        self, ts: TargetState, f: InFlight, verdict: Verdict, cand: Score | None
+    ) -> Decision:
         """Keep or revert a proposal against the target's best (keep_rule.py)."""
         return decide(verdict, cand, ts.best, lambda: self._remeasure(ts))
 
     def _apply(
-        self, ts: TargetState, f: dict, decision: Decision, cand: Score | None, verdict: Verdict
+        self, ts: TargetState, f: InFlight, decision: Decision, cand: Score | None, verdict: Verdict
     ) -> None:
         ts.experiments += 1
-        ts.round_evaluated += not f["baseline"]
-        sha = f["commit"]
+        ts.round_evaluated += not f.baseline
+        sha = f.commit
         if decision.status == "keep":
             ts.best, ts.best_commit, self.state.head = cand, sha, sha
-            if f["baseline"]:
+            if f.baseline:
                 if ts.baseline is None or ts.kept == 0:  # still the starter: fresher figure
                     ts.baseline = cand
                 ts.rebase = False
@@ -284,7 +276,7 @@ class Loop:
         else:
             previous = ts.best_commit or self.state.head
             if previous and previous != sha and self.ws.head() == sha:
-                self.ws.revert(f["experiment"], previous)  # (a resumed revert may be done)
+                self.ws.revert(f.experiment, previous)  # (a resumed revert may be done)
             self.state.head = previous or sha
             ts.not_kept += 1
             ts.consecutive_reverts += 1
@@ -301,10 +293,10 @@ class Loop:
             pass  # an LLM's kernel without a literal CONFIG: nothing for the tuner to remember
         self.state.in_flight = None
         # (parallel workers assign numbers at proposal: the counter may be ahead already)
-        self.state.next_experiment = max(self.state.next_experiment, f["experiment"] + 1)
+        self.state.next_experiment = max(self.state.next_experiment, f.experiment + 1)
         self.done_here += 1
         self._tick(ts)
-        if f["baseline"] and decision.status != "keep":
+        if f.baseline and decision.status != "keep":
             what = "its best kernel, re-measured," if ts.rebase else "the shipped starter"
             if not ts.rebase:
                 self.starter_failures.append(f"{ts.name}: {verdict.message}")
@@ -370,8 +362,8 @@ class Loop:
         cmp = self._compare(best, self.ws.kernel_path, self._options(ts))
         return remeasured(cmp, ts.target.labels() or None)
 
-    def _phase(self, f: dict) -> Callable[[str], None]:
-        prefix = f"exp {f['experiment']} [{f['target']}]: evaluating"
+    def _phase(self, f: InFlight) -> Callable[[str], None]:
+        prefix = f"exp {f.experiment} [{f.target}]: evaluating"
         return lambda p: self.reporter.phase(f"{prefix}: {p}")
 
     def verdict_path(self, n: int) -> Path:

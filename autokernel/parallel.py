@@ -24,22 +24,23 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from autokernel import baseline_step, briefing, recovery
 from autokernel.agents.base import AgentError, AgentStopped, InvalidReply, Proposal
 from autokernel.agents.tuner import read_config
 from autokernel.atomic import write_atomic
 from autokernel.harness.verdict import Status, Verdict
-from autokernel.keep_rule import Decision, interleaved
 from autokernel.loop import Loop
-from autokernel.orchestrate import Score, TargetState, move_on_reason
+from autokernel.orchestrate import move_on_reason
 from autokernel.parallel_jobs import WAIT_S, SlotJobs
-from autokernel.parallel_keep import rival_reason
 from autokernel.pool import Event, Pool
-from autokernel.proposals import Proposer, Ticket
-from autokernel.recovery import check_branch
-from autokernel.rows import PARSE_ERRORS, invalid_row
-from autokernel.slot_board import SlotBoard, Visit
-from autokernel.worker_log import WorkerLog
+from autokernel.run import baseline_step, briefing, recovery
+from autokernel.run.keep_rule import Decision, interleaved
+from autokernel.run.parallel_keep import rival_reason
+from autokernel.run.proposals import Proposer, Ticket
+from autokernel.run.recovery import check_branch
+from autokernel.run.rows import PARSE_ERRORS, invalid_row
+from autokernel.run.slot_board import SlotBoard, Visit
+from autokernel.run.state import InFlight, Score, TargetState
+from autokernel.run.worker_log import WorkerLog
 
 PENDING = Path(".autokernel") / "pending"
 
@@ -223,10 +224,18 @@ class ParallelLoop(SlotJobs, Loop):
         hypothesis = e["hypothesis"]
         if e["lost"]:
             hypothesis += f" (re-run after {len(e['lost'])} lost worker(s): {e['lost'][-1][:80]})"
-        f = {"experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": e["agent"],
-             "tokens": e["tokens"], "commit": None, "baseline": False, "queued": True,
-             "base": e["base"], "base_score": e["base_score"], "worker": e["worker"],
-             "entry": e}  # fmt: skip
+        f = InFlight(
+            n,
+            ts.name,
+            hypothesis,
+            e["agent"],
+            e["tokens"],
+            queued=True,
+            base=e["base"],
+            base_score=e["base_score"],
+            worker=e["worker"],
+            entry=e,
+        )
         self.state.queue.remove(e)
         self.state.in_flight = f
         self.save()
@@ -235,20 +244,22 @@ class ParallelLoop(SlotJobs, Loop):
         where = self.pool.where(e["worker"]) if e["worker"] in self.pool.slots else "-"
         message = (f"exp {n} [{ts.name}]: {hypothesis}\n\nproposed from {base}; evaluated on "
                    f"worker {e['worker']} ({where})")  # fmt: skip
-        f["commit"] = self.ws.commit_kernel(source, message)
+        f.commit = self.ws.commit_kernel(source, message)
         self.save()
-        self.reporter.event(f"exp {n} [{ts.name}] {f['commit'][:8]}: {hypothesis}")
+        self.reporter.event(f"exp {n} [{ts.name}] {f.commit[:8]}: {hypothesis}")
         self.conclude(Verdict.read(self.verdict_path(n)))
         self.pending_path(n).unlink(missing_ok=True)
 
-    def _decide(self, ts: TargetState, f: dict, verdict: Verdict, cand: Score | None) -> Decision:
-        if not f.get("queued") or verdict.status is not Status.PASS or not cand or not ts.best:
+    def _decide(
+        self, ts: TargetState, f: InFlight, verdict: Verdict, cand: Score | None
+    ) -> Decision:
+        if not f.queued or verdict.status is not Status.PASS or not cand or not ts.best:
             return super()._decide(ts, f, verdict, cand)
-        base = Score(**f["base_score"]) if f.get("base_score") else None
-        why = rival_reason(f.get("base"), base, ts.best_commit, cand)
+        base = Score(**f.base_score) if f.base_score else None
+        why = rival_reason(f.base, base, ts.best_commit, cand)
         self._prefer = None
-        if self.board.slot_status((ts.name, ts.rounds), f.get("worker")) == "slow":
-            self._prefer = f["worker"]
+        if self.board.slot_status((ts.name, ts.rounds), f.worker) == "slow":
+            self._prefer = f.worker
             why = f"worker {self._prefer} times differently from the others"
         if why is None:
             return super()._decide(ts, f, verdict, cand)

@@ -16,11 +16,11 @@ from autokernel.eval_job import COMPARE, EVALUATE, Job, options_dict
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.sandbox import BASELINE_ALLOWANCE_S
 from autokernel.harness.verdict import Check, Status, Verdict
-from autokernel.keep_rule import score
-from autokernel.orchestrate import TargetState
-from autokernel.parallel_keep import Calibration
 from autokernel.pool import DEADLINE_MARGIN_S, DONE, PHASE, STARTED, Event
-from autokernel.slot_board import Visit, calibration_key, parse_calibration_key
+from autokernel.run.keep_rule import score
+from autokernel.run.parallel_keep import Calibration
+from autokernel.run.slot_board import Visit, calibration_key, parse_calibration_key
+from autokernel.run.state import TargetState
 
 if TYPE_CHECKING:
     from autokernel.parallel import ParallelLoop

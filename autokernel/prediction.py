@@ -31,10 +31,10 @@ KERNELS = "kernel speedups (Amdahl)"
 def _parts(workspace: Path, used: set[str]) -> list[tuple[str, float, float]]:
     """(target, share of the eager forward, speedup where the model spends it) per target in
     `used` with a measured speedup; shares over 1 (overlapping plan entries) scaled down."""
-    from autokernel import orchestrate
+    from autokernel.run import state as run_state
 
     try:
-        state = orchestrate.load(workspace)
+        state = run_state.load(workspace)
     except ValueError:
         return []
     if state is None:

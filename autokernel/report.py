@@ -13,9 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autokernel import DISTRIBUTION
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
+from autokernel.run.worker_log import WorkerLog, summarize
 from autokernel.stats import amdahl as amdahl  # the report's estimate
-from autokernel.worker_log import WorkerLog, summarize
 
 RESULTS_FILE = "results.tsv"
 PNG_FILE = "progress.png"
@@ -217,7 +217,7 @@ def _top_kept(
 def build(workspace: Path, mode: str | None = None) -> Report:
     """The report of the run in `workspace` against `mode` (default: the run's own, else
     eager); ReportError when there is nothing to report."""
-    from autokernel import orchestrate
+    from autokernel.run import state as run_state
 
     root = Path(workspace).expanduser()
     if not root.is_dir():
@@ -236,7 +236,7 @@ def build(workspace: Path, mode: str | None = None) -> Report:
         )
     notes: list[str] = []
     try:
-        state = orchestrate.load(root)
+        state = run_state.load(root)
     except ValueError as exc:
         state = None
         notes.append(f"state file unreadable ({exc}); reporting from results.tsv alone")

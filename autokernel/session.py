@@ -20,12 +20,13 @@ from autokernel.harness import containment
 from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.mode import ModeError, parse_mode
-from autokernel.orchestrate import REACH, Rules, State, load, new_state, status_lines
-from autokernel.recovery import check_branch
-from autokernel.results import ResultsLog
-from autokernel.run_lock import LockError, RunLock
+from autokernel.orchestrate import REACH, Rules, status_lines
+from autokernel.run.lock import LockError, RunLock
+from autokernel.run.recovery import check_branch
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import State, load, new_state
+from autokernel.run.workspace import Workspace, WorkspaceError
 from autokernel.targets import Target, TargetError, from_plan, single
-from autokernel.workspace import Workspace, WorkspaceError
 
 if TYPE_CHECKING:
     from autokernel.pool import Pool
@@ -93,7 +94,7 @@ def _agent(req: RunRequest, args: dict, loop_ref: list[Loop]) -> Agent:
     root = req.workspace
     settings = load_settings(root / "autokernel.yaml")
     kind = args.get("kind") or settings.get("agent") or "tuner"
-    from autokernel.briefing import PROGRAM
+    from autokernel.run.briefing import PROGRAM
 
     if kind != "tuner" and not PROGRAM.is_file():
         raise AgentError(
@@ -364,7 +365,7 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
 
 
 def _save_quietly(loop: Loop) -> None:
-    from autokernel.orchestrate import save
+    from autokernel.run.state import save
 
     try:
         save(loop.state, loop.ws.root)

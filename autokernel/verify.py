@@ -107,10 +107,10 @@ def collect_kernels(
     """(kernels, where each came from, notes) for the workspace's targets. With skip_slower, a
     target whose best is slower than what it replaces (TargetState.model_gain) stays with PyTorch:
     on a GPU plugging it in could only slow the model down."""
-    from autokernel import orchestrate
+    from autokernel.run import state as run_state
 
     try:
-        state = orchestrate.load(workspace)
+        state = run_state.load(workspace)
     except ValueError as exc:
         raise VerifyError(str(exc)) from None
     kernels, origin, notes = [], {}, []
@@ -119,7 +119,7 @@ def collect_kernels(
             k = _load(path, path.stem)
             if k.kernel_type == GENERIC:  # its region and route are the run's, in its state
                 notes.append(f"{path.stem}: skipped: a generic kernel needs its run's "
-                             f"{orchestrate.STATE_FILE} (its region and route)")  # fmt: skip
+                             f"{run_state.STATE_FILE} (its region and route)")  # fmt: skip
                 continue
             kernels.append(k)
             origin[path.stem] = str(path)
@@ -148,7 +148,7 @@ def collect_kernels(
     if not kernels:
         raise VerifyError(
             f"no kernels in {workspace}: expected optimized/<target>.py or a run's "
-            f"{orchestrate.STATE_FILE} with kept commits"
+            f"{run_state.STATE_FILE} with kept commits"
         )
     return kernels, origin, notes
 
@@ -162,7 +162,7 @@ def _load(path: Path, name: str, shapes: tuple = ()) -> LoadedKernel:
 
 
 def _from_commit(workspace: Path, sha: str, name: str) -> Path:
-    from autokernel.workspace import Workspace, WorkspaceError
+    from autokernel.run.workspace import Workspace, WorkspaceError
 
     try:
         source = Workspace.open(workspace).show(sha, KERNEL)

@@ -19,8 +19,8 @@ from typing import Any
 from torch import nn
 
 from autokernel.ablation import ROUNDS, Ablation, ablate
-from autokernel.keep_rule import MIN_GAIN
 from autokernel.kernel_ops import LoadedKernel, Policy
+from autokernel.run.keep_rule import MIN_GAIN
 from autokernel.timing import clock_name
 from autokernel.verify_modes import (
     BASE,

@@ -23,12 +23,13 @@ from autokernel.agents.tuner import Tuner, read_config  # noqa: E402
 from autokernel.eval_job import Job  # noqa: E402
 from autokernel.harness.verdict import Status, Timing, Verdict  # noqa: E402
 from autokernel.loop import Settings  # noqa: E402
-from autokernel.orchestrate import Rules, new_state  # noqa: E402
+from autokernel.orchestrate import Rules  # noqa: E402
 from autokernel.parallel import ParallelLoop  # noqa: E402
 from autokernel.pool import DONE, Event  # noqa: E402
-from autokernel.results import ResultsLog  # noqa: E402
+from autokernel.run.results import ResultsLog  # noqa: E402
+from autokernel.run.state import new_state  # noqa: E402
+from autokernel.run.workspace import Workspace  # noqa: E402
 from autokernel.targets import single  # noqa: E402
-from autokernel.workspace import Workspace  # noqa: E402
 
 
 def _us(config: dict) -> float:

@@ -29,8 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from autokernel.results import ResultsLog  # noqa: E402
-from autokernel.worker_log import WorkerLog, summarize  # noqa: E402
+from autokernel.run.results import ResultsLog  # noqa: E402
+from autokernel.run.worker_log import WorkerLog, summarize  # noqa: E402
 
 RUN_GRACE_S = 30  # start-up (imports, worker pool), the starter, and draining the last jobs
 ROW_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) exp (\d+) \[[^\]]+\] (\w+) ")

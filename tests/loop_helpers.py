@@ -16,10 +16,11 @@ from autokernel.agents.base import Context, InvalidReply, Proposal
 from autokernel.agents.tuner import Tuner, read_config, write_config
 from autokernel.harness.verdict import Check, Status, Timing, Verdict
 from autokernel.loop import Loop, Settings
-from autokernel.orchestrate import Rules, new_state
-from autokernel.results import ResultsLog
+from autokernel.orchestrate import Rules
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import new_state
+from autokernel.run.workspace import Workspace
 from autokernel.targets import Target, single
-from autokernel.workspace import Workspace
 
 
 def default_speed(config: dict) -> float:
@@ -150,7 +151,7 @@ def reopen(
     root: Path, harness: FakeHarness, agent=None, max_experiments=None, rules: Rules | None = None
 ) -> Loop:
     """A fresh process's view of the run: state from disk, branch checked out again."""
-    from autokernel.orchestrate import load
+    from autokernel.run.state import load
 
     state = load(root)
     assert state is not None

@@ -17,12 +17,13 @@ from autokernel.agents.tuner import Tuner, read_config
 from autokernel.eval_job import COMPARE, Job
 from autokernel.harness.interleave import Comparison
 from autokernel.loop import Settings
-from autokernel.orchestrate import Rules, load, new_state
+from autokernel.orchestrate import Rules
 from autokernel.parallel import ParallelLoop
 from autokernel.pool import DONE, LOST, Event
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import load, new_state
+from autokernel.run.workspace import Workspace
 from autokernel.targets import Target, single
-from autokernel.workspace import Workspace
 
 
 class FakePool:

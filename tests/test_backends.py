@@ -9,12 +9,13 @@ import torch
 from loop_helpers import ScriptedAgent, make_loop
 from typer.testing import CliRunner
 
-from autokernel import backends, briefing
+from autokernel import backends
 from autokernel.agents.prompt import build_request
 from autokernel.agents.replies import ReplyError, parse_reply
 from autokernel.cli import app
-from autokernel.orchestrate import load
-from autokernel.results import ResultsLog
+from autokernel.run import briefing
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import load
 
 TRITON = """KERNEL_TYPE = "softmax"
 BACKEND = "triton"

@@ -14,8 +14,8 @@ from loop_helpers import FakeHarness, ScriptedAgent, make_loop, set_config
 
 from autokernel.agents.tuner import read_config
 from autokernel.harness.compiled import spilled_registers
-from autokernel.orchestrate import load
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import load
 
 
 def rows(root: Path) -> list[dict[str, str]]:

@@ -487,7 +487,7 @@ def test_unsafe_no_sandbox_lets_an_llm_agent_start(tmp_path, monkeypatch):
 def test_unsandboxed_rows_say_so(tmp_path):
     """The tuner (our own edits) runs without a sandbox after a warning, and its rows record
     sandbox=none."""
-    from autokernel.results import ResultsLog
+    from autokernel.run.results import ResultsLog
 
     ws = tmp_path / "ws"
     out = _cli("run", "--kernel", "softmax", "--max-experiments", "1", "--quick", "--quiet",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autokernel import briefing, orchestrate
 from autokernel.agents.prompt import build_request
+from autokernel.run import briefing
+from autokernel.run import state as run_state
 from autokernel.specs import GENERIC
 from autokernel.targets import Target
 from tests.test_region import region
@@ -18,7 +19,7 @@ def test_the_prompt_holds_the_region_and_inductors_starter():
     r = region("log_softmax")
     target = Target("log_softmax", GENERIC, shapes=(dict(r.symbols),), dtype="float32",
                     region=r.to_dict(), route="call:torch.log_softmax|x|[]")  # fmt: skip
-    state = orchestrate.new_state("t", "openai", 1.0, [target])
+    state = run_state.new_state("t", "openai", 1.0, [target])
     ts = state.targets[0]
     source, what = briefing.target_starter(target)
     assert what == "baseline: torch.compile's own Triton" and 'KERNEL_TYPE = "generic"' in source

@@ -17,7 +17,7 @@ from autokernel.judged import (
     require_judged,
     sha256_of,
 )
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
 from autokernel.verify import VerifyError, collect_kernels
 
 KERNELS = Path(__file__).parents[1] / "kernels"

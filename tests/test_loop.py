@@ -20,8 +20,8 @@ from loop_helpers import (
 )
 
 from autokernel.agents.tuner import read_config
-from autokernel.orchestrate import load
-from autokernel.results import COLUMNS, ResultsLog
+from autokernel.run.results import COLUMNS, ResultsLog
+from autokernel.run.state import load
 from autokernel.targets import Target
 
 

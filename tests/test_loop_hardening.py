@@ -18,9 +18,9 @@ from autokernel.agents.base import InvalidReply
 from autokernel.harness.verdict import Status
 from autokernel.live import RunView
 from autokernel.loop import RunError
-from autokernel.orchestrate import STATE_FILE, load
-from autokernel.results import ResultsLog
-from autokernel.run_lock import LockError, RunLock
+from autokernel.run.lock import LockError, RunLock
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import STATE_FILE, load
 from autokernel.session import RunRequest, SessionError, execute, prepare
 
 SPIN_LIMIT = 200  # replies: far past any stop the loop should have made, so a bug fails, not hangs
@@ -121,7 +121,7 @@ def test_a_second_run_is_refused_naming_the_holder(tmp_path):
 def test_a_lock_left_by_a_killed_run_does_not_block(tmp_path):
     holder = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, time; from autokernel.run_lock import RunLock; "
+         "import sys, time; from autokernel.run.lock import RunLock; "
          f"RunLock({str(tmp_path)!r}).acquire(); print('held', flush=True); time.sleep(60)"],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": os.getcwd()},
     )  # fmt: skip
@@ -258,7 +258,7 @@ def test_a_damaged_verdict_is_evaluated_again_without_a_second_row(tmp_path):
     loop.results.append = append_then_die
     with pytest.raises(KeyboardInterrupt):
         loop.run()
-    n = load(tmp_path).in_flight["experiment"]
+    n = load(tmp_path).in_flight.experiment
     (tmp_path / ".autokernel" / "verdicts" / f"{n}.json").write_text('{"status": ')  # torn
     reopen(tmp_path, harness, max_experiments=2).run()
     numbers = [int(r["experiment"]) for r in rows(tmp_path)]

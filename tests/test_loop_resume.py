@@ -12,8 +12,9 @@ import pytest
 from loop_helpers import FakeHarness, make_loop, reopen
 
 from autokernel.loop import RunError
-from autokernel.orchestrate import Rules, load
-from autokernel.results import ResultsLog
+from autokernel.orchestrate import Rules
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import load
 
 
 class Killed(BaseException):

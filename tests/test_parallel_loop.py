@@ -14,9 +14,10 @@ from loop_helpers import FakeHarness, ScriptedAgent, invalid, set_config
 from parallel_helpers import FakePool, make_parallel, reopen_parallel
 
 from autokernel.agents.tuner import read_config
-from autokernel.orchestrate import Rules, load
-from autokernel.results import ResultsLog
-from autokernel.worker_log import WorkerLog
+from autokernel.orchestrate import Rules
+from autokernel.run.results import ResultsLog
+from autokernel.run.state import load
+from autokernel.run.worker_log import WorkerLog
 
 
 def git(root: Path, *args: str) -> str:
@@ -255,7 +256,7 @@ def test_a_queued_proposal_whose_file_is_gone_keeps_its_number_as_invalid(tmp_pa
 
 
 def test_a_queued_experiment_that_already_has_a_row_stops_the_resume(tmp_path):
-    from autokernel.recovery import RunError
+    from autokernel.run.recovery import RunError
 
     harness = killed_with_a_queue(tmp_path)
     ResultsLog(tmp_path / "results.tsv").append(

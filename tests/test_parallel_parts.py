@@ -14,9 +14,9 @@ from autokernel.agents.tuner import Tuner, read_config
 from autokernel.backends import starter_path
 from autokernel.cli import app
 from autokernel.eval_job import EVALUATE, Job, run_job
-from autokernel.orchestrate import Score
-from autokernel.parallel_keep import Calibration, judge_slots, rival_reason
 from autokernel.pool import PoolError
+from autokernel.run.parallel_keep import Calibration, judge_slots, rival_reason
+from autokernel.run.state import Score
 
 
 def test_the_fastest_slot_is_the_reference_and_a_slower_one_is_flagged():
@@ -95,7 +95,7 @@ def test_the_live_view_shows_each_worker_and_the_rate(tmp_path):
     from rich.console import Console
 
     from autokernel.live import RunView
-    from autokernel.orchestrate import new_state
+    from autokernel.run.state import new_state
     from autokernel.targets import single
 
     out = StringIO()

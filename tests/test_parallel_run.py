@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.results import ResultsLog
-from autokernel.worker_log import WorkerLog
+from autokernel.run.results import ResultsLog
+from autokernel.run.worker_log import WorkerLog
 
 CLI = [sys.executable, "-m", "autokernel.cli"]
 ENV = {**os.environ, "COLUMNS": "200", "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}

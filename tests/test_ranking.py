@@ -7,18 +7,8 @@ import json
 
 import pytest
 
-from autokernel.orchestrate import (
-    REACH,
-    Rules,
-    Score,
-    State,
-    load,
-    move_on_reason,
-    new_state,
-    next_target,
-    reopen,
-    save,
-)
+from autokernel.orchestrate import REACH, Rules, move_on_reason, next_target, reopen
+from autokernel.run.state import Score, State, load, new_state, save
 from autokernel.targets import Target
 
 

@@ -12,10 +12,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from autokernel import orchestrate, report_view
 from autokernel import report as rep
+from autokernel import report_view
 from autokernel.report_cli import report_command
-from autokernel.results import HEADER, ResultsLog
+from autokernel.run import state as run_state
+from autokernel.run.results import HEADER, ResultsLog
 from autokernel.targets import Target
 
 H200_TSV = (
@@ -68,12 +69,12 @@ def synthetic(tmp_path: Path) -> Path:
         Target("rmsnorm", "rmsnorm", share=0.1),
         Target("softmax", "softmax", share=0.05),  # never reached: no rows
     ]
-    state = orchestrate.new_state("night1", "tuner", 8.0, targets)
+    state = run_state.new_state("night1", "tuner", 8.0, targets)
     mm, rms, _ = state.targets
     mm.status, mm.reason, mm.seconds = "done", "2.00x faster than eager PyTorch (rule: 2x)", 3600
     rms.status, rms.reason, rms.seconds = "active", "", 1800
     state.seconds = 5400.0
-    orchestrate.save(state, tmp_path)
+    run_state.save(state, tmp_path)
     return tmp_path
 
 
@@ -138,10 +139,10 @@ def test_report_and_verify_agree_when_the_shares_sum_past_one(tmp_path):
     _write_rows(tmp_path, [_row(0, "a", "softmax", "keep", "starter", 10, 20),
                            _row(1, "b", "rmsnorm", "keep", "starter", 10, 20)])  # fmt: skip
     targets = [Target("a", "softmax", share=0.7), Target("b", "rmsnorm", share=0.6)]
-    state = orchestrate.new_state("n", "tuner", 1.0, targets)
+    state = run_state.new_state("n", "tuner", 1.0, targets)
     for ts in state.targets:
-        ts.best = orchestrate.Score(us=10.0, spread=0.0, speedup_vs_eager=2.0)
-    orchestrate.save(state, tmp_path)
+        ts.best = run_state.Score(us=10.0, spread=0.0, speedup_vs_eager=2.0)
+    run_state.save(state, tmp_path)
     report = rep.build(tmp_path, "eager")
     assert report.amdahl == pytest.approx(2.0)
     assert prediction.amdahl(tmp_path, {"a", "b"}) == pytest.approx(report.amdahl)
@@ -149,12 +150,12 @@ def test_report_and_verify_agree_when_the_shares_sum_past_one(tmp_path):
 
 
 def test_amdahl_uses_the_models_own_time_where_the_plan_gives_it(synthetic):
-    state = orchestrate.load(synthetic)
+    state = run_state.load(synthetic)
     rms = state.target("rmsnorm")
     # the model's RMSNorm took 300 µs a forward over 2 calls; the best kernel takes 15 µs a call
     rms.target = Target("rmsnorm", "rmsnorm", shapes=({"rows": 8, "cols": 64},), share=0.1,
                         calls=2, model_ms=0.3)  # fmt: skip
-    orchestrate.save(state, synthetic)
+    run_state.save(state, synthetic)
     r = rep.build(synthetic)
     assert r.targets[1].speedup_in_model == pytest.approx(10.0)
     assert r.amdahl == pytest.approx(1 / (0.6 / 1.6 + 0.1 / 10 + 0.05 + 0.25))
@@ -189,7 +190,7 @@ def test_markdown_and_json(synthetic, tmp_path):
 
 
 def test_without_state_file_no_estimate_and_harness_time(synthetic):
-    (synthetic / orchestrate.STATE_FILE).unlink()
+    (synthetic / run_state.STATE_FILE).unlink()
     r = rep.build(synthetic)
     assert r.amdahl is None and "unknown" in r.amdahl_note
     assert [t.name for t in r.targets] == ["matmul", "rmsnorm"]
@@ -204,15 +205,13 @@ def test_without_state_file_no_estimate_and_harness_time(synthetic):
 
 
 def test_damaged_state_file_falls_back_to_results(synthetic):
-    (synthetic / orchestrate.STATE_FILE).write_text("{not json")
+    (synthetic / run_state.STATE_FILE).write_text("{not json")
     r = rep.build(synthetic)
     assert r.amdahl is None and "unreadable" in r.notes[0]
 
 
 def test_single_kernel_run_flags_the_default_share(h200):
-    orchestrate.save(
-        orchestrate.new_state("t", "tuner", 0.25, [Target("softmax", "softmax")]), h200
-    )
+    run_state.save(run_state.new_state("t", "tuner", 0.25, [Target("softmax", "softmax")]), h200)
     r = rep.build(h200)
     assert r.amdahl == pytest.approx(1.7861)
     assert "--kernel` default" in r.amdahl_note

@@ -10,10 +10,10 @@ from rich.console import Console
 from test_report import SYNTHETIC, _write_rows
 from typer.testing import CliRunner
 
-from autokernel import orchestrate
 from autokernel import report as rep
 from autokernel.report_cli import report_command
 from autokernel.report_view import night_lines, to_markdown, view
+from autokernel.run import state as run_state
 from autokernel.targets import Target
 
 
@@ -27,12 +27,12 @@ def night(tmp_path: Path) -> Path:
         Target("rmsnorm", "rmsnorm", share=0.1, compile_share=0.2),
         Target("softmax", "softmax", share=0.05, compile_share=0.1),
     ]
-    state = orchestrate.new_state("night2", "tuner", 8.0, targets, mode="compile", reach=0.8)
+    state = run_state.new_state("night2", "tuner", 8.0, targets, mode="compile", reach=0.8)
     mm, rms, _ = state.targets
     mm.status, mm.seconds = "done", 3600
     rms.status, rms.seconds = "active", 1800
     state.seconds = 5400.0
-    orchestrate.save(state, tmp_path)
+    run_state.save(state, tmp_path)
     return tmp_path
 
 
@@ -67,11 +67,11 @@ def test_mode_flag_overrides_the_runs_mode(night):
 
 
 def test_a_best_kernel_slower_than_the_mode_is_left_out_of_the_estimate(night):
-    state = orchestrate.load(night)
+    state = run_state.load(night)
     shape = {"M": 8, "N": 8, "K": 8}
     matmul = Target("matmul", "matmul", (shape,), share=0.6, compile_share=0.5, compile_ms=0.025)
     state.targets[0].target = matmul
-    orchestrate.save(state, night)
+    run_state.save(state, night)
     r = rep.build(night)
     mm = next(x for x in r.targets if x.name == "matmul")
     assert mm.best_vs_mode == pytest.approx(0.5)  # 50 µs against compile's 25 in the model

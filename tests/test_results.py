@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from autokernel import results
-from autokernel.results import COLUMNS, STATUSES, ResultsLog
+from autokernel.run import results
+from autokernel.run.results import COLUMNS, STATUSES, ResultsLog
 
 
 def row(n: int, **extra: object) -> dict[str, object]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "autokernel.cli"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from scripted_llm_server import Response, ScriptedLLMServer, reply
 
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-test-5ecret-never-logged"

@@ -74,7 +74,7 @@ def test_bad_bench_options_are_refused_before_evaluating(tmp_path, args, message
 def test_a_second_run_on_a_workspace_exits_2_naming_the_holder(tmp_path):
     import os
 
-    from autokernel.run_lock import RunLock
+    from autokernel.run.lock import RunLock
 
     lock = RunLock(tmp_path).acquire()
     try:
@@ -90,7 +90,7 @@ def test_a_second_run_on_a_workspace_exits_2_naming_the_holder(tmp_path):
 def test_a_failed_starter_exits_non_zero_with_the_verdict(tmp_path, monkeypatch):
     """The CLI's side of the session's Outcome: the error on stderr, its exit code."""
     import autokernel.session as session
-    from autokernel.orchestrate import new_state
+    from autokernel.run.state import new_state
 
     state = new_state("t", "tuner", 1.0, [])
     monkeypatch.setattr(session, "prepare", lambda req: (None, None))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.orchestrate import Score, load, new_state, next_target, save, status_lines
+from autokernel.orchestrate import next_target, status_lines
+from autokernel.run.state import Score, load, new_state, save
 from autokernel.targets import TargetError, from_plan, parse_shape, single
 
 ROOT = Path(__file__).resolve().parents[1]

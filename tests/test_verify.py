@@ -17,10 +17,11 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from typer.testing import CliRunner
 
-from autokernel import api, kernel_ops, orchestrate, reference
+from autokernel import api, kernel_ops, reference
 from autokernel.kernel_ops import load_kernel
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
+from autokernel.run import state as run_state
 from autokernel.specs import SPECS
 from autokernel.targets import Target
 from autokernel.verify import VerifyError, collect_kernels, verify_model, verify_workspace
@@ -328,14 +329,14 @@ def test_kernels_from_the_state_file_and_best_commits(tmp_path):
     git(ws, "add", "kernel.py")
     git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "exp 1")
     sha = git(ws, "rev-parse", "HEAD")
-    state = orchestrate.new_state("t", "tuner", 1.0, [
+    state = run_state.new_state("t", "tuner", 1.0, [
         Target("rmsnorm", "rmsnorm", share=0.5), Target("softmax", "softmax", share=0.3),
         Target("matmul", "matmul", share=0.1),
     ])  # fmt: skip
     for ts, x in zip(state.targets, (2.0, 1.5, None), strict=True):
-        ts.best = orchestrate.Score(us=1.0, spread=0.0, speedup_vs_eager=x)
+        ts.best = run_state.Score(us=1.0, spread=0.0, speedup_vs_eager=x)
     state.target("softmax").best_commit = sha
-    orchestrate.save(state, ws)
+    run_state.save(state, ws)
     kernels, origin, notes = collect_kernels(ws)
     assert [(k.name, k.kernel_type) for k in kernels] == [
         ("rmsnorm", "rmsnorm"),
@@ -357,10 +358,10 @@ def test_prediction_uses_the_models_own_time_for_a_target(tmp_path):
     one = ({"rows": 8192, "cols": 2048},)
     rms = Target("rmsnorm", "rmsnorm", shapes=one, share=0.2, calls=5, model_ms=1.2)
     two = Target("softmax", "softmax", shapes=one * 2, share=0.3, model_ms=1.0)  # two shapes
-    state = orchestrate.new_state("t", "tuner", 1.0, [rms, two])
-    state.targets[0].best = orchestrate.Score(us=24.0, spread=0.0, speedup_vs_eager=1.16)
-    state.targets[1].best = orchestrate.Score(us=10.0, spread=0.0, speedup_vs_eager=1.5)
-    orchestrate.save(state, ws)
+    state = run_state.new_state("t", "tuner", 1.0, [rms, two])
+    state.targets[0].best = run_state.Score(us=24.0, spread=0.0, speedup_vs_eager=1.16)
+    state.targets[1].best = run_state.Score(us=10.0, spread=0.0, speedup_vs_eager=1.5)
+    run_state.save(state, ws)
     assert amdahl(ws, {"rmsnorm"}) == pytest.approx(1 / (0.8 + 0.2 / 10))
     # several shapes: one µs figure cannot be set against the model's time: vs eager instead
     assert amdahl(ws, {"softmax"}) == pytest.approx(1 / (0.7 + 0.3 / 1.5))
@@ -374,13 +375,13 @@ def test_a_kernel_slower_than_eager_is_left_out_when_asked(tmp_path):
     # layernorm: slower than reference.py's eager code, but the model's own (profiled at 10 µs a
     # call) is slower still: in the model it is a 10x gain, so it stays
     mine = Target("layernorm", "layernorm", shapes=({"rows": 8, "cols": 64},), model_ms=0.01)
-    state = orchestrate.new_state("t", "tuner", 1.0, [
+    state = run_state.new_state("t", "tuner", 1.0, [
         Target("rmsnorm", "rmsnorm", share=0.5), Target("softmax", "softmax", share=0.3),
         Target("reduce", "reduce", share=0.1), mine,
     ])  # fmt: skip
     for ts, x in zip(state.targets, (1.3, 0.6, None, 0.6), strict=True):
-        ts.best = orchestrate.Score(us=1.0, spread=0.0, speedup_vs_eager=x)
-    orchestrate.save(state, ws)
+        ts.best = run_state.Score(us=1.0, spread=0.0, speedup_vs_eager=x)
+    run_state.save(state, ws)
     kept, _, notes = collect_kernels(ws, skip_slower=True)
     assert [k.name for k in kept] == ["rmsnorm", "reduce", "layernorm"]  # reduce: unmeasured
     assert (

@@ -22,7 +22,7 @@ import pytest
 from scripted_llm_server import ScriptedLLMServer, reply
 
 from autokernel import DISTRIBUTION, __version__
-from autokernel.results import ResultsLog
+from autokernel.run.results import ResultsLog
 
 pytestmark = pytest.mark.slow
 

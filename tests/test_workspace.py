@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.workspace import Workspace, WorkspaceError
+from autokernel.run.workspace import Workspace, WorkspaceError
 
 K0 = "def kernel_fn(x):\n    return x\n"
 K1 = "def kernel_fn(x):\n    return x * 1\n"
@@ -322,7 +322,7 @@ def test_unwritable_directory_is_a_clear_error(tmp_path):
 
 
 def test_unwritable_directory_message_without_root_bypass(tmp_path, monkeypatch):
-    monkeypatch.setattr("autokernel.workspace._writable", lambda path: False)
+    monkeypatch.setattr("autokernel.run.workspace._writable", lambda path: False)
     with pytest.raises(WorkspaceError, match=r"cannot write to .*fix its permissions"):
         Workspace.open(tmp_path)
     assert not (tmp_path / ".git").exists()

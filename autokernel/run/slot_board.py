@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from autokernel.parallel_keep import Calibration, SlotVerdict, judge_slots
+from autokernel.run.parallel_keep import Calibration, SlotVerdict, judge_slots
 
 Visit = tuple[str, int]  # (target name, round)
 

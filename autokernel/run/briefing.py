@@ -10,7 +10,7 @@ import inspect
 
 from autokernel import backends, reference
 from autokernel.agents.base import Context
-from autokernel.orchestrate import State, TargetState
+from autokernel.run.state import State, TargetState
 from autokernel.shipped import PROGRAM
 from autokernel.specs import GENERIC, parse_dtype
 from autokernel.specs.region import Region

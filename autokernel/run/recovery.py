@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from autokernel.harness.verdict import Verdict
-from autokernel.orchestrate import State
+from autokernel.run.state import State
+from autokernel.run.workspace import BRANCH_PREFIX, Workspace
 from autokernel.targets import TARGET_NAME
-from autokernel.workspace import BRANCH_PREFIX, Workspace
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop
@@ -62,13 +62,13 @@ def cross_check(loop: Loop) -> None:
     used = max(recorded | set(attempts), default=-1)
     f = s.in_flight
     if f is not None:
-        later = sorted(n for n in recorded | set(attempts) if n > f["experiment"])
-        if later and f["commit"] is None:
+        later = sorted(n for n in recorded | set(attempts) if n > f.experiment)
+        if later and f.commit is None:
             s.in_flight = None  # nothing committed yet: propose again under a fresh number
             f = None
         elif later:
             raise RunError(
-                f"the state's experiment in flight ({f['experiment']}) is older than experiment "
+                f"the state's experiment in flight ({f.experiment}) is older than experiment "
                 f"{later[-1]} in results.tsv or refs/autokernel/attempts: the state was edited "
                 "or belongs to another run; start a new run with another --tag"
             )
@@ -136,32 +136,32 @@ def recover(loop: Loop) -> None:
         ws.discard_kernel_changes()
         return
     ws.discard_kernel_changes()
-    recorded = {int(r["experiment"]): r for r in loop.results.read()}.get(f["experiment"])
-    verdict = _saved_verdict(loop, f["experiment"])
-    if recorded is not None and verdict is not None and f["commit"]:
-        loop.reporter.event(f"exp {f['experiment']}: applying the recorded verdict")
+    recorded = {int(r["experiment"]): r for r in loop.results.read()}.get(f.experiment)
+    verdict = _saved_verdict(loop, f.experiment)
+    if recorded is not None and verdict is not None and f.commit:
+        loop.reporter.event(f"exp {f.experiment}: applying the recorded verdict")
         loop.conclude(verdict, recorded)
         return
     head = ws.head()
-    expected = f"exp {f['experiment']} [{f['target']}]:"
-    if f["commit"] is None and head != s.head and ws.message(head).startswith(expected):
-        f["commit"] = head  # killed between the commit and the state write
-    if f.get("queued") and (f["commit"] is None or head != f["commit"]):
-        s.queue.insert(0, f["entry"])  # evaluated, not committed: written again in its turn
+    expected = f"exp {f.experiment} [{f.target}]:"
+    if f.commit is None and head != s.head and ws.message(head).startswith(expected):
+        f.commit = head  # killed between the commit and the state write
+    if f.queued and (f.commit is None or head != f.commit):
+        s.queue.insert(0, f.entry)  # evaluated, not committed: written again in its turn
         s.in_flight = None
         loop.save()
         return
-    if f.get("queued") and recorded is None and verdict is not None:
-        loop.reporter.event(f"exp {f['experiment']}: deciding it again from its saved verdict")
+    if f.queued and recorded is None and verdict is not None:
+        loop.reporter.event(f"exp {f.experiment}: deciding it again from its saved verdict")
         loop.conclude(verdict)
         return
-    if f["commit"] is None or head != f["commit"]:
+    if f.commit is None or head != f.commit:
         s.in_flight = None  # killed before anything was committed: propose again
         if recorded is not None:  # ...but its number is taken
-            s.next_experiment = max(s.next_experiment, f["experiment"] + 1)
+            s.next_experiment = max(s.next_experiment, f.experiment + 1)
         loop.save()
         return
-    loop.reporter.event(f"exp {f['experiment']} was interrupted: evaluating it again")
+    loop.reporter.event(f"exp {f.experiment} was interrupted: evaluating it again")
     loop.evaluate_in_flight(recorded)
 
 
@@ -193,7 +193,7 @@ def check_queue(loop: ParallelLoop) -> None:
             e["worker"] = None  # the slots of the killed run are gone
     numbers = {e["experiment"] for e in s.queue}
     if s.in_flight is not None:
-        numbers.add(s.in_flight["experiment"])
+        numbers.add(s.in_flight.experiment)
     folder = loop.pending_path(0).parent
     for path in folder.glob("*.py") if folder.is_dir() else ():
         if not path.stem.isdigit() or int(path.stem) not in numbers:

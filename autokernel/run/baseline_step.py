@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from autokernel import backends, briefing
-from autokernel.orchestrate import TargetState
+from autokernel import backends
+from autokernel.run import briefing
+from autokernel.run.state import InFlight, TargetState
 
 if TYPE_CHECKING:
     from autokernel.loop import Loop
@@ -27,13 +28,10 @@ def begin(loop: Loop) -> None:
     s = loop.state
     n = s.next_experiment
     source, hypothesis = _starter(loop, ts)
-    s.in_flight = {
-        "experiment": n, "target": ts.name, "hypothesis": hypothesis, "agent": "starter",
-        "tokens": 0, "commit": None, "baseline": True,
-    }  # fmt: skip
+    s.in_flight = InFlight(n, ts.name, hypothesis, "starter", 0, baseline=True)
     loop.save()
     sha = loop.ws.start(s.tag, source, f"exp {n} [{ts.name}]: {hypothesis}")
-    s.in_flight["commit"] = s.head = sha
+    s.in_flight.commit = s.head = sha
     loop.save()
     loop.reporter.event(f"branch {loop.ws.branch} created; exp {n} [{ts.name}] {sha[:8]}")
     loop.evaluate_in_flight()

@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 
 from autokernel.agents.base import Agent, Context, Proposal
-from autokernel.orchestrate import Score
+from autokernel.run.state import Score
 
 
 @dataclass

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
-from autokernel.orchestrate import Score
+from autokernel.run.state import Score
 from autokernel.stats import geomean
 
 MIN_GAIN = 0.01  # a win below 1 % is not worth a commit: it is within run-to-run drift

@@ -5,8 +5,8 @@ a failure; plus the verdicts the loop writes itself when the harness never got t
 from __future__ import annotations
 
 from autokernel.harness.verdict import Check, Status, Verdict
-from autokernel.keep_rule import Decision
-from autokernel.orchestrate import Score, TargetState
+from autokernel.run.keep_rule import Decision
+from autokernel.run.state import InFlight, Score, TargetState
 
 # What Python's parser raises on a file's content besides SyntaxError: a 1000-term expression
 # overflows its recursion limit, a null byte is a ValueError on some versions. Such a file is the
@@ -16,13 +16,13 @@ DESCRIPTION_CHARS = 200  # a row stays one readable line
 
 
 def experiment_row(
-    f: dict, ts: TargetState, verdict: Verdict, cand: Score | None, decision: Decision
+    f: InFlight, ts: TargetState, verdict: Verdict, cand: Score | None, decision: Decision
 ) -> dict[str, object]:
     """The row of an evaluated experiment (`f` is the state's in-flight record)."""
     fail = verdict.failure
     correctness = verdict.status.value + (f"@{fail.stage}" if fail and fail.stage else "")
     return {
-        "experiment": f["experiment"], "commit": f["commit"][:12], "target": ts.name,
+        "experiment": f.experiment, "commit": f.commit[:12], "target": ts.name,
         "kernel_type": ts.target.kernel_type, "status": decision.status,
         "correctness": correctness,
         "latency_us": cand.us if cand else None,
@@ -30,8 +30,8 @@ def experiment_row(
         "pct_peak": cand.pct_peak if cand else None,
         "speedup_vs_eager": cand.speedup_vs_eager if cand else None,
         "speedup_vs_compile": cand.speedup_vs_compile if cand else None,
-        "harness_s": verdict.harness_s, "agent": f["agent"], "tokens": f["tokens"],
-        "description": f["hypothesis"], "sandbox": verdict.sandbox or None,
+        "harness_s": verdict.harness_s, "agent": f.agent, "tokens": f.tokens,
+        "description": f.hypothesis, "sandbox": verdict.sandbox or None,
         "backend": verdict.backend or None,
     }  # fmt: skip
 

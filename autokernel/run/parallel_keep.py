@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from autokernel.keep_rule import MIN_GAIN
-from autokernel.orchestrate import Score
+from autokernel.run.keep_rule import MIN_GAIN
+from autokernel.run.state import Score
 
 SLOW_TOLERANCE = 0.05  # a slot timing the same kernel >5 % slower than the fastest one
 SPREAD_FACTOR = 3.0  # ...and by more than this many of its own relative spreads
