@@ -18,6 +18,7 @@ from autokernel.harness.sandbox import (
 )
 from autokernel.harness.verdict import Status
 from autokernel.render import error_text, output_console
+from autokernel.run import layout
 from autokernel.secrets import redact
 from autokernel.specs import SPECS, dtype_name, parse_dtype
 
@@ -109,7 +110,7 @@ def bench(
             dtype = dtype_name(parse_dtype(dtype))
         except ValueError as exc:
             raise fail(str(exc)) from None
-    file = file or Path("kernel.py")
+    file = file or layout.KERNEL
     if not file.exists():
         raise fail(
             f"{file}: no such file. Pass a kernel file, or --kernel TYPE for a shipped starter "

@@ -23,13 +23,12 @@ from pathlib import Path
 
 from autokernel import syntax
 from autokernel.harness.static_check import UnjudgeableSource, check_source
+from autokernel.run import layout
 from autokernel.run.results import ResultsLog
 from autokernel.shipped import STARTERS
 
 TRUST_ENV = "AUTOKERNEL_TRUST_UNJUDGED"
 NATIVE_BUILDERS = frozenset({"cpp_extension", "load_inline"})
-VERDICTS = Path(".autokernel") / "verdicts"
-RESULTS_FILE = "results.tsv"
 # Proposers whose kernels are our own code: the shipped starter, and the built-in tuner, which
 # only edits a starter's CONFIG literal. An LLM's or a command's kernels are untrusted code.
 OUR_AGENTS = ("starter", "tuner")
@@ -53,7 +52,7 @@ def passed_hashes(workspace: Path, agents: Collection[str] | None = None) -> set
     file: the workspace is not mounted in the sandbox)."""
     allowed = None if agents is None else _experiments_by(workspace, agents)
     found = set()
-    for verdict in (Path(workspace) / VERDICTS).glob("*.json"):
+    for verdict in (Path(workspace) / layout.VERDICTS).glob("*.json"):
         if allowed is not None and verdict.stem not in allowed:
             continue
         try:
@@ -66,7 +65,7 @@ def passed_hashes(workspace: Path, agents: Collection[str] | None = None) -> set
 
 
 def _experiments_by(workspace: Path, agents: Collection[str]) -> set[str]:
-    rows = ResultsLog(Path(workspace) / RESULTS_FILE).read()
+    rows = ResultsLog(Path(workspace) / layout.RESULTS).read()
     return {str(r.get("experiment")) for r in rows if r.get("agent") in agents}
 
 
@@ -84,7 +83,7 @@ def workspace_of(path: Path) -> Path | None:
     """The nearest folder above the file that holds a run's .autokernel/ (optimized/<t>.py and
     .autokernel/verify/<t>.py both lie inside their workspace)."""
     for parent in Path(path).resolve().parents:
-        if (parent / ".autokernel").is_dir():
+        if (parent / layout.SCRATCH).is_dir():
             return parent
     return None
 
@@ -110,7 +109,7 @@ def require_judged(path: Path, workspace: Path | None = None) -> None:
                 f"verify it on a GPU machine, or read it and set {TRUST_ENV}=1"
             )
     if digest not in known:
-        where = f"{workspace / VERDICTS}" if workspace else "no workspace found above it"
+        where = f"{workspace / layout.VERDICTS}" if workspace else "no workspace found above it"
         raise UnjudgedKernel(
             f"{path}: no PASS verdict recorded this exact file (sha256 {digest[:12]}; {where}); "
             f"evaluate it with `autokernel run`, or set {TRUST_ENV}=1 to load it anyway"

@@ -12,10 +12,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from autokernel.run import layout
+from autokernel.run.results import ResultRow
 from autokernel.run.state import State
 from autokernel.secrets import redact
 
-LOG_FILE = Path(".autokernel") / "run.log"
 STYLE = {"keep": "green", "revert": "yellow", "fail": "red", "crash": "red", "timeout": "red",
          "rejected": "magenta"}  # fmt: skip
 
@@ -32,7 +33,7 @@ class RunView:
     def __init__(self, workspace: Path, quiet: bool, console: Console | None = None) -> None:
         self.console = console or Console(markup=False)  # names and reasons print as given
         self.quiet = quiet
-        self.log_path = workspace / LOG_FILE
+        self.log_path = workspace / layout.RUN_LOG
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("a", encoding="utf-8")
         self.events: deque[str] = deque(maxlen=8)
@@ -70,14 +71,13 @@ class RunView:
         self.activity = text
         self._refresh()
 
-    def experiment(self, row: dict[str, object], note: str) -> None:
-        status = str(row["status"])
+    def experiment(self, row: ResultRow, note: str) -> None:
         line = (
-            f"exp {row['experiment']} [{row['target']}] {status} "
-            f"{_fmt(row.get('latency_us'), '.1f')} µs "
-            f"×eager {_fmt(row.get('speedup_vs_eager'), '.3g')}"
-            f" ×compile {_fmt(row.get('speedup_vs_compile'), '.3g')} "
-            f"harness {_fmt(row.get('harness_s'), '.1f')} s — {row.get('description')} ({note})"
+            f"exp {row.experiment} [{row.target}] {row.status} "
+            f"{_fmt(row.latency_us, '.1f')} µs "
+            f"×eager {_fmt(row.speedup_vs_eager, '.3g')}"
+            f" ×compile {_fmt(row.speedup_vs_compile, '.3g')} "
+            f"harness {_fmt(row.harness_s, '.1f')} s — {row.description} ({note})"
         )
         line = redact(line)  # the description may quote a candidate's exception
         self.written += 1

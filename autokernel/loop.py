@@ -22,16 +22,14 @@ from autokernel.harness import sandbox
 from autokernel.harness.interleave import Comparison
 from autokernel.harness.verdict import Status, Verdict
 from autokernel.orchestrate import Rules, move_on_reason, next_target, reopen
-from autokernel.run import baseline_step, briefing, recovery
+from autokernel.run import baseline_step, briefing, layout, recovery
 from autokernel.run.keep_rule import Decision, Remeasure, decide, remeasured, score
 from autokernel.run.lock import RunLock
 from autokernel.run.recovery import RunError, check_branch
-from autokernel.run.results import ResultsLog
+from autokernel.run.results import ResultRow, ResultsLog
 from autokernel.run.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
 from autokernel.run.state import InFlight, Score, State, TargetState, save
 from autokernel.run.workspace import Workspace, WorkspaceError
-
-VERDICTS = Path(".autokernel") / "verdicts"
 
 
 @dataclass
@@ -51,7 +49,7 @@ class Reporter:
 
     def event(self, message: str) -> None: ...
     def phase(self, text: str) -> None: ...
-    def experiment(self, row: dict[str, object], note: str) -> None: ...
+    def experiment(self, row: ResultRow, note: str) -> None: ...
     def update(self, state: State) -> None: ...
     def worker(self, slot: str, text: str) -> None: ...  # a parallel slot's current activity
 
@@ -356,7 +354,7 @@ class Loop:
 
     def _remeasure(self, ts: TargetState) -> Remeasure:
         assert ts.best_commit is not None
-        best = self.ws.root / ".autokernel" / "best_kernel.py"
+        best = self.ws.root / layout.BEST_KERNEL
         best.write_text(self.ws.show(ts.best_commit))
         self.reporter.phase(f"close to the best: re-timing both, interleaved [{ts.name}]")
         cmp = self._compare(best, self.ws.kernel_path, self._options(ts))
@@ -367,9 +365,9 @@ class Loop:
         return lambda p: self.reporter.phase(f"{prefix}: {p}")
 
     def verdict_path(self, n: int) -> Path:
-        return self.ws.root / VERDICTS / f"{n}.json"
+        return self.ws.root / layout.verdict(n)
 
-    def _append(self, row: dict[str, object]) -> None:
+    def _append(self, row: ResultRow) -> None:
         try:
             self.results.append(row)
         except OSError as exc:

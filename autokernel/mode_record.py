@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.atomic import write_atomic
+from autokernel.run import layout
 
-RECORD = Path("optimized") / "modes.json"
+RECORD = layout.MODES
 
 
 class RecordError(Exception):

@@ -32,7 +32,7 @@ from autokernel.loop import Loop
 from autokernel.orchestrate import move_on_reason
 from autokernel.parallel_jobs import WAIT_S, SlotJobs
 from autokernel.pool import Event, Pool
-from autokernel.run import baseline_step, briefing, recovery
+from autokernel.run import baseline_step, briefing, layout, recovery
 from autokernel.run.keep_rule import Decision, interleaved
 from autokernel.run.parallel_keep import rival_reason
 from autokernel.run.proposals import Proposer, Ticket
@@ -41,8 +41,6 @@ from autokernel.run.rows import PARSE_ERRORS, invalid_row
 from autokernel.run.slot_board import SlotBoard, Visit
 from autokernel.run.state import InFlight, Score, TargetState
 from autokernel.run.worker_log import WorkerLog
-
-PENDING = Path(".autokernel") / "pending"
 
 
 class ParallelLoop(SlotJobs, Loop):
@@ -281,4 +279,4 @@ class ParallelLoop(SlotJobs, Loop):
         super()._after(ts)
 
     def pending_path(self, n: int) -> Path:
-        return self.ws.root / PENDING / f"{n}.py"
+        return self.ws.root / layout.pending(n)

@@ -23,9 +23,15 @@ from autokernel.run.slot_board import Visit, calibration_key, parse_calibration_
 from autokernel.run.state import TargetState
 
 if TYPE_CHECKING:
-    from autokernel.parallel import ParallelLoop
+    from collections.abc import Callable
 
-    _Base = ParallelLoop
+    from autokernel.loop import Loop
+    from autokernel.pool import Pool
+    from autokernel.run.proposals import Proposer, Ticket
+    from autokernel.run.slot_board import SlotBoard
+    from autokernel.run.worker_log import WorkerLog
+
+    _Base = Loop
 else:
     _Base = object
 
@@ -35,6 +41,18 @@ EXP = "exp "  # job key prefix of an experiment's evaluation
 
 
 class SlotJobs(_Base):
+    # Set or defined by ParallelLoop (parallel.py), which mixes this in; named here, not
+    # imported from it, so that parallel.py alone imports the other.
+    pool: Pool
+    board: SlotBoard
+    wlog: WorkerLog
+    proposer: Proposer
+    _calls: int
+    _answers: dict[str, Event]
+    _prefer: str | None
+    _visit: Callable[[], Visit | None]
+    _arrived: Callable[[Ticket], None]
+    pending_path: Callable[[int], Path]
     # Set by ParallelLoop: time the best on every slot (GPU runs: interpreter figures on the
     # CPU say nothing about a GPU's speed).
     _calibrate: bool = False

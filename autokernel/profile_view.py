@@ -25,6 +25,7 @@ from autokernel.profiler import (
     write_plan,
 )
 from autokernel.render import error_text, output_console
+from autokernel.run import layout
 from autokernel.specs import GENERIC, get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
@@ -162,7 +163,7 @@ def profile_command(
     device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N.")] = None,
     iters: Annotated[int, typer.Option(min=1, help="Profiled forwards.")] = ITERS,
     warmup: Annotated[int, typer.Option(min=0, help="Forwards before profiling.")] = WARMUP,
-    out: Annotated[Path, typer.Option(help="Where to write the plan.")] = Path("plan.yaml"),
+    out: Annotated[Path, typer.Option(help="Where to write the plan.")] = layout.PLAN,
     trace: Annotated[Path | None, typer.Option(help="Also write a Chrome trace here.")] = None,
     compile_model: Annotated[
         bool | None,

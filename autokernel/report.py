@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from autokernel import DISTRIBUTION
+from autokernel.run import layout
 from autokernel.run.results import ResultsLog
 from autokernel.run.worker_log import WorkerLog, summarize
 from autokernel.stats import amdahl as amdahl  # the report's estimate
 
-RESULTS_FILE = "results.tsv"
-PNG_FILE = "progress.png"
+RESULTS_FILE = layout.RESULTS.name
+PNG_FILE = layout.PROGRESS_PNG.name
 BASELINE_AGENTS = ("starter", "best")  # rows that measure a known kernel, not a proposal
 FAILED = ("fail", "crash", "timeout", "rejected")
 TOP_KEPT = 5  # kept experiments listed by gain

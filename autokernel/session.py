@@ -21,6 +21,7 @@ from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.mode import ModeError, parse_mode
 from autokernel.orchestrate import REACH, Rules, status_lines
+from autokernel.run import layout
 from autokernel.run.lock import LockError, RunLock
 from autokernel.run.recovery import check_branch
 from autokernel.run.results import ResultsLog
@@ -77,7 +78,7 @@ def _targets(req: RunRequest, root: Path) -> list[Target]:
     try:
         if req.kernel:
             return [single(req.kernel, req.shapes, req.dtype)]
-        plan = req.plan or root / "plan.yaml"
+        plan = req.plan or root / layout.PLAN
         if plan.exists():
             return from_plan(plan)
     except TargetError as exc:
@@ -191,7 +192,7 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
     containment.hide(root)  # autokernel.yaml, results.tsv, .git: even inside the project
     try:
         ws = Workspace.open(root)
-        results = ResultsLog(root / "results.tsv")
+        results = ResultsLog(root / layout.RESULTS)
         if state is None:
             tag = req.tag or time.strftime("%Y%m%d-%H%M%S")
             state = new_state(tag, agent.name, req.hours or DEFAULT_HOURS, targets, req.max_tokens,
@@ -271,7 +272,7 @@ def _parallel_loop(parallel: dict, root: Path, parts: tuple) -> Loop:
     ws, state, agent, results, settings, view = parts
     workers, address = parallel.get("workers"), parallel.get("ray_address")
     try:
-        pool = _make_pool(workers, address, settings.on_gpu, root / ".autokernel" / "workers")
+        pool = _make_pool(workers, address, settings.on_gpu, root / layout.WORKERS)
     except PoolError as exc:
         raise SessionError(str(exc)) from None
     settings.on_gpu = settings.on_gpu or pool.on_gpu  # a CPU driver of a GPU cluster
@@ -302,7 +303,7 @@ def _intro(state: State, agent: Agent, on_gpu: bool, root: Path) -> list[str]:
         f"agent {agent.name} ({how}); targets: {names}; budget {state.hours:g} h; "
         f"ranked against {state.mode} (--mode); backend {state.backend}",
         "each experiment: edit kernel.py -> commit -> five-stage check -> benchmark -> keep "
-        f"or revert; rows in results.tsv, log in {root / '.autokernel' / 'run.log'}",
+        f"or revert; rows in results.tsv, log in {root / layout.RUN_LOG}",
     ]
 
 
@@ -378,6 +379,5 @@ def summary(outcome: Outcome, root: Path) -> list[str]:
     return [
         f"stopped: {outcome.reason}",
         *status_lines(s),
-        f"branch autokernel/{s.tag} · rows in {root / 'results.tsv'} · log "
-        f"{root / '.autokernel' / 'run.log'}",
+        f"branch autokernel/{s.tag} · rows in {root / 'results.tsv'} · log {root / layout.RUN_LOG}",
     ]

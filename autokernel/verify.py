@@ -31,6 +31,7 @@ from autokernel.model_input import place_inputs, placed_at, run_placement
 from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
+from autokernel.run import layout
 from autokernel.specs import GENERIC, dtype_name
 from autokernel.specs.region import Region
 from autokernel.verify_modes import BASE, PATCHED_MODE, best_mode
@@ -41,8 +42,7 @@ __all__ = [
     "collect_kernels", "compare", "verify_model",
 ]  # fmt: skip
 
-VERIFY_DIR = Path(".autokernel") / "verify"  # best-commit kernels written here to load by path
-KERNEL = "kernel.py"
+KERNEL = layout.KERNEL.as_posix()
 
 WHERE = {kind: side.where for kind, side in KINDS.items()}
 
@@ -115,7 +115,7 @@ def collect_kernels(
         raise VerifyError(str(exc)) from None
     kernels, origin, notes = [], {}, []
     if state is None:
-        for path in sorted((workspace / "optimized").glob("*.py")):
+        for path in sorted((workspace / layout.OPTIMIZED).glob("*.py")):
             k = _load(path, path.stem)
             if k.kernel_type == GENERIC:  # its region and route are the run's, in its state
                 notes.append(f"{path.stem}: skipped: a generic kernel needs its run's "
@@ -131,7 +131,7 @@ def collect_kernels(
                 notes.append(f"{name}: left to PyTorch: its best is slower than what it replaces"
                              f" ({x:.2f}x); --keep-slower uses it anyway")  # fmt: skip
                 continue
-            path = workspace / "optimized" / f"{name}.py"
+            path = workspace / layout.optimized(name)
             if path.is_file():
                 origin[name] = str(path)
             elif ts.best_commit:
@@ -168,7 +168,7 @@ def _from_commit(workspace: Path, sha: str, name: str) -> Path:
         source = Workspace.open(workspace).show(sha, KERNEL)
     except WorkspaceError as exc:
         raise VerifyError(f"{name}: cannot read its best kernel: {exc}") from None
-    path = workspace / VERIFY_DIR / f"{name}.py"
+    path = workspace / layout.VERIFY / f"{name}.py"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
     return path

@@ -87,7 +87,7 @@ def test_killed_after_an_invalid_row_resumes_without_repeating_its_number(tmp_pa
 
     def append_then_die(row):
         original(row)
-        if row["status"] == "invalid":
+        if row.status == "invalid":
             raise KeyboardInterrupt  # the state still says experiment 1 is next
 
     loop.results.append = append_then_die

@@ -16,6 +16,7 @@ from autokernel.cli import app
 from autokernel.eval_job import EVALUATE, Job, run_job
 from autokernel.pool import PoolError
 from autokernel.run.parallel_keep import Calibration, judge_slots, rival_reason
+from autokernel.run.results import ResultRow, RowStatus
 from autokernel.run.state import Score
 
 
@@ -104,7 +105,7 @@ def test_the_live_view_shows_each_worker_and_the_rate(tmp_path):
     view.update(new_state("t", "tuner", 1.0, [single("softmax")]))
     view.worker("w0", "exp 3: sweep")
     view.worker("w1", "idle")
-    view.experiment({"experiment": 3, "target": "softmax", "status": "revert"}, "slower")
+    view.experiment(ResultRow(3, None, "softmax", None, RowStatus.REVERT), "slower")
     console.print(view._render())
     text = out.getvalue()
     assert "w0: exp 3: sweep (" in text and "w1: idle" in text

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from autokernel.run import results
-from autokernel.run.results import COLUMNS, STATUSES, ResultsLog
+from autokernel.run.results import COLUMNS, STATUSES, ResultRow, ResultsLog, RowStatus
 
 
 def row(n: int, **extra: object) -> dict[str, object]:
@@ -45,6 +45,17 @@ def test_columns_and_statuses_are_the_contract():
     assert COLUMNS[-3:] == ("description", "sandbox", "backend")
     assert len(COLUMNS) == len(set(COLUMNS)) == 18
     assert STATUSES == ("keep", "revert", "fail", "crash", "timeout", "rejected", "invalid")
+
+
+def test_a_typed_row_writes_the_same_line_as_its_dict(tmp_path):
+    typed = ResultRow(3, "abc123", "softmax", "softmax", RowStatus.KEEP, latency_us=1.5,
+                      description="wider tiles")  # fmt: skip
+    assert tuple(typed.as_dict()) == COLUMNS
+    one, two = ResultsLog(tmp_path / "a.tsv"), ResultsLog(tmp_path / "b.tsv")
+    one.append(typed)
+    two.append({**typed.as_dict(), "status": "keep"})
+    assert lines(tmp_path / "a.tsv") == lines(tmp_path / "b.tsv")
+    assert one.read()[0]["status"] == RowStatus.KEEP == "keep"
 
 
 def test_header_once_across_appends_and_reopened_logs(tmp_path):

@@ -18,7 +18,7 @@ from autokernel.agents.factory import load_settings, user_config_path
 from autokernel.agents.prompt import build_messages
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.live import RunView
-from autokernel.run.results import ResultsLog
+from autokernel.run.results import ResultRow, ResultsLog, RowStatus
 from autokernel.run.workspace import Workspace
 from autokernel.secrets import MASK, redact, register_secret
 
@@ -91,8 +91,8 @@ def test_run_log_and_terminal_lines(tmp_path):
     out = io.StringIO()
     with RunView(tmp_path, quiet=True, console=Console(file=out, width=400)) as view:
         view.event(leak("provider said: "))
-        view.experiment({"experiment": 1, "target": "softmax", "status": "crash",
-                         "description": leak()}, "crashed")  # fmt: skip
+        row = ResultRow(1, None, "softmax", None, RowStatus.CRASH, description=leak())
+        view.experiment(row, "crashed")
         view.log_exception(RuntimeError(leak()))
     assert_clean(out.getvalue())
     assert_clean((tmp_path / ".autokernel" / "run.log").read_text())

@@ -5,21 +5,17 @@ re-measure of the target's best kernel, so keep and revert compare against a fre
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from autokernel import backends
 from autokernel.run import briefing
+from autokernel.run.driver import Driver
 from autokernel.run.state import InFlight, TargetState
 
-if TYPE_CHECKING:
-    from autokernel.loop import Loop
 
-
-def _starter(loop: Loop, ts: TargetState) -> tuple[str, str]:
+def _starter(loop: Driver, ts: TargetState) -> tuple[str, str]:
     return briefing.target_starter(ts.target, backends.start_backend(loop.state.backend))
 
 
-def begin(loop: Loop) -> None:
+def begin(loop: Driver) -> None:
     """Create the branch by committing the first target's starter, recorded as in flight
     first so that even this step survives a kill."""
     ts = loop.active()
@@ -37,14 +33,14 @@ def begin(loop: Loop) -> None:
     loop.evaluate_in_flight()
 
 
-def start_target(loop: Loop, ts: TargetState) -> None:
+def start_target(loop: Driver, ts: TargetState) -> None:
     """Experiment N of a new target: the shipped starter, committed and measured as is."""
     source, hypothesis = _starter(loop, ts)
     loop.commit(ts, source, hypothesis, agent="starter", tokens=0, baseline=True)
     loop.evaluate_in_flight()
 
 
-def rebase_target(loop: Loop, ts: TargetState) -> None:
+def rebase_target(loop: Driver, ts: TargetState) -> None:
     """A revisit's first step: the target's best kernel back in kernel.py, re-measured, so
     that keep and revert compare against a fresh figure and never rewind other targets."""
     if ts.best_commit is None:

@@ -12,7 +12,9 @@ import fcntl
 import os
 from pathlib import Path
 
-LOCK_FILE = Path(".autokernel") / "run.lock"
+from autokernel.run import layout
+
+LOCK_FILE = layout.RUN_LOCK
 
 
 class LockError(Exception):

@@ -9,16 +9,11 @@ repair said, or the run stops with a message that says what to do.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from autokernel.harness.verdict import Verdict
+from autokernel.run.driver import Driver, QueueDriver
 from autokernel.run.state import State
 from autokernel.run.workspace import BRANCH_PREFIX, Workspace
 from autokernel.targets import TARGET_NAME
-
-if TYPE_CHECKING:
-    from autokernel.loop import Loop
-    from autokernel.parallel import ParallelLoop
 
 
 class RunError(Exception):
@@ -46,7 +41,7 @@ def check_branch(ws: Workspace, state: State) -> None:
         )
 
 
-def cross_check(loop: Loop) -> None:
+def cross_check(loop: Driver) -> None:
     """Repair what can be repaired from the files (and say so); raise RunError otherwise."""
     s, ws = loop.state, loop.ws
     for ts in s.targets:
@@ -83,7 +78,7 @@ def cross_check(loop: Loop) -> None:
         _off_reverted_head(loop, attempts)
 
 
-def _off_reverted_head(loop: Loop, attempts: dict[int, str]) -> None:
+def _off_reverted_head(loop: Driver, attempts: dict[int, str]) -> None:
     """The branch must not sit on a commit an experiment reverted: go back to that target's
     best kernel when it is below, else stop."""
     s, ws = loop.state, loop.ws
@@ -111,7 +106,7 @@ def _off_reverted_head(loop: Loop, attempts: dict[int, str]) -> None:
     )
 
 
-def recover(loop: Loop) -> None:
+def recover(loop: Driver) -> None:
     """Finish whatever a crash or kill interrupted, from the state file, git and the rows."""
     cross_check(loop)
     s, ws = loop.state, loop.ws
@@ -165,7 +160,7 @@ def recover(loop: Loop) -> None:
     loop.evaluate_in_flight(recorded)
 
 
-def check_queue(loop: ParallelLoop) -> None:
+def check_queue(loop: QueueDriver) -> None:
     """The parallel loop's queue against results.tsv, the attempt refs, the saved proposals
     and verdicts: nothing in it may have a row already (it would be written twice), each
     proposal must still be on disk (else it is recorded as invalid, so its number is not
@@ -206,7 +201,7 @@ def check_queue(loop: ParallelLoop) -> None:
                             f"exp {', '.join(str(e['experiment']) for e in s.queue)}")  # fmt: skip
 
 
-def _saved_verdict(loop: Loop, n: int) -> Verdict | None:
+def _saved_verdict(loop: Driver, n: int) -> Verdict | None:
     """Experiment n's saved verdict; None when missing or unreadable (torn by a crash, edited),
     so that the experiment is evaluated again rather than every resume failing on it."""
     try:

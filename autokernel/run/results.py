@@ -13,33 +13,61 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from enum import Enum
 from pathlib import Path
 
 from autokernel.secrets import redact
 
-COLUMNS = (
-    "experiment",
-    "commit",
-    "target",
-    "kernel_type",
-    "status",
-    "correctness",
-    "latency_us",
-    "throughput",
-    "unit",
-    "pct_peak",
-    "speedup_vs_eager",
-    "speedup_vs_compile",
-    "harness_s",
-    "agent",
-    "tokens",
-    "description",
-    "sandbox",  # how the candidate was contained: bwrap, or none (it ran with the user's rights)
-    "backend",  # the kernel's BACKEND: triton or cuda (files from before it have no such column)
-)
-# invalid: the agent's reply held no usable kernel, so nothing was committed or evaluated; the
-# row still counts as an experiment (the commit column is "-").
-STATUSES = ("keep", "revert", "fail", "crash", "timeout", "rejected", "invalid")
+
+class RowStatus(str, Enum):
+    """What became of an experiment. A str, so that the TSV text and comparisons with the
+    plain strings read back from the file are unchanged."""
+
+    KEEP = "keep"
+    REVERT = "revert"
+    FAIL = "fail"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    REJECTED = "rejected"
+    # the agent's reply held no usable kernel, so nothing was committed or evaluated; the row
+    # still counts as an experiment (the commit column is "-").
+    INVALID = "invalid"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class ResultRow:
+    """One results.tsv row as the loop writes it; the field order is the column order."""
+
+    experiment: int
+    commit: str | None
+    target: str
+    kernel_type: str | None
+    status: RowStatus
+    correctness: str | None = None
+    latency_us: float | None = None
+    throughput: float | None = None
+    unit: str | None = None
+    pct_peak: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    harness_s: float | None = None
+    agent: str | None = None
+    tokens: int | None = None
+    description: str | None = None
+    # how the candidate was contained: bwrap, or none (it ran with the user's rights)
+    sandbox: str | None = None
+    backend: str | None = None  # the kernel's BACKEND (files from before it lack the column)
+
+    def as_dict(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+COLUMNS = tuple(f.name for f in fields(ResultRow))
+STATUSES = tuple(s.value for s in RowStatus)
 REQUIRED = ("experiment", "status", "target")
 EMPTY = "-"
 SIGNIFICANT_DIGITS = 5  # timings vary run to run by far more than 1e-5
@@ -70,8 +98,10 @@ def format_value(value: object) -> str:
     return text or EMPTY
 
 
-def format_row(row: Mapping[str, object]) -> str:
+def format_row(row: ResultRow | Mapping[str, object]) -> str:
     """Validate a row and render it as one tab-separated line ending in a newline."""
+    if isinstance(row, ResultRow):
+        row = row.as_dict()
     unknown = sorted(set(row) - set(COLUMNS))
     if unknown:
         raise ValueError(f"unknown results column(s): {', '.join(unknown)}")
@@ -140,7 +170,7 @@ class ResultsLog:
         self.path = Path(path)
         self._tail_checked = False
 
-    def append(self, row: Mapping[str, object]) -> None:
+    def append(self, row: ResultRow | Mapping[str, object]) -> None:
         """Append one row durably; ValueError for a bad row, OSError (disk full...) unchanged.
 
         After a failed write the tail is checked again, so the caller may simply retry.

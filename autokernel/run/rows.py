@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from autokernel.harness.verdict import Check, Status, Verdict
 from autokernel.run.keep_rule import Decision
+from autokernel.run.results import ResultRow, RowStatus
 from autokernel.run.state import InFlight, Score, TargetState
 
 # What Python's parser raises on a file's content besides SyntaxError: a 1000-term expression
@@ -17,33 +18,38 @@ DESCRIPTION_CHARS = 200  # a row stays one readable line
 
 def experiment_row(
     f: InFlight, ts: TargetState, verdict: Verdict, cand: Score | None, decision: Decision
-) -> dict[str, object]:
+) -> ResultRow:
     """The row of an evaluated experiment (`f` is the state's in-flight record)."""
     fail = verdict.failure
     correctness = verdict.status.value + (f"@{fail.stage}" if fail and fail.stage else "")
-    return {
-        "experiment": f.experiment, "commit": f.commit[:12], "target": ts.name,
-        "kernel_type": ts.target.kernel_type, "status": decision.status,
-        "correctness": correctness,
-        "latency_us": cand.us if cand else None,
-        "throughput": cand.throughput if cand else None, "unit": cand.unit if cand else None,
-        "pct_peak": cand.pct_peak if cand else None,
-        "speedup_vs_eager": cand.speedup_vs_eager if cand else None,
-        "speedup_vs_compile": cand.speedup_vs_compile if cand else None,
-        "harness_s": verdict.harness_s, "agent": f.agent, "tokens": f.tokens,
-        "description": f.hypothesis, "sandbox": verdict.sandbox or None,
-        "backend": verdict.backend or None,
-    }  # fmt: skip
+    return ResultRow(
+        experiment=f.experiment, commit=(f.commit or "")[:12] or None, target=ts.name,
+        kernel_type=ts.target.kernel_type, status=RowStatus(decision.status),
+        correctness=correctness,
+        latency_us=cand.us if cand else None,
+        throughput=cand.throughput if cand else None, unit=cand.unit if cand else None,
+        pct_peak=cand.pct_peak if cand else None,
+        speedup_vs_eager=cand.speedup_vs_eager if cand else None,
+        speedup_vs_compile=cand.speedup_vs_compile if cand else None,
+        harness_s=verdict.harness_s, agent=f.agent, tokens=f.tokens,
+        description=f.hypothesis, sandbox=verdict.sandbox or None,
+        backend=verdict.backend or None,
+    )  # fmt: skip
 
 
-def invalid_row(n: int, ts: TargetState, agent: str, tokens: int, why: str) -> dict[str, object]:
+def invalid_row(n: int, ts: TargetState, agent: str, tokens: int, why: str) -> ResultRow:
     """The row of a reply that held no usable kernel: no commit, no evaluation."""
     text = " ".join(f"invalid reply: {why}".split())[:DESCRIPTION_CHARS]
-    return {
-        "experiment": n, "commit": None, "target": ts.name,
-        "kernel_type": ts.target.kernel_type, "status": "invalid", "correctness": None,
-        "agent": agent, "tokens": tokens, "description": text,
-    }  # fmt: skip
+    return ResultRow(
+        experiment=n,
+        commit=None,
+        target=ts.name,
+        kernel_type=ts.target.kernel_type,
+        status=RowStatus.INVALID,
+        agent=agent,
+        tokens=tokens,
+        description=text,
+    )
 
 
 def unparsable(exc: Exception) -> Verdict:

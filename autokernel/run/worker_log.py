@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-LOG_FILE = Path(".autokernel") / "workers.jsonl"
+from autokernel.run import layout
+
+LOG_FILE = layout.WORKERS_LOG
 
 
 class WorkerLog:

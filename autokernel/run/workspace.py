@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autokernel.atomic import write_atomic
+from autokernel.run import layout
 from autokernel.secrets import redact
 
 if TYPE_CHECKING:
@@ -23,9 +24,8 @@ if TYPE_CHECKING:
 
 BRANCH_PREFIX = "autokernel/"
 ATTEMPT_PREFIX = "refs/autokernel/attempts/"
-KERNEL = "kernel.py"
-# Untracked by design: rows and state must survive reverts and never show up as user changes.
-EXCLUDED = ("/results.tsv", "/.autokernel/", "/progress.png")
+KERNEL = layout.KERNEL.as_posix()
+EXCLUDED = layout.EXCLUDED
 DEFAULT_NAME = "autokernel"
 DEFAULT_EMAIL = "autokernel@localhost"
 # Unattended commits of generated code: a user's pre-commit hook or GPG prompt must not stall
@@ -152,7 +152,7 @@ class Workspace:
             raise WorkspaceError("a commit message is required")
         message = redact(message)  # an agent's hypothesis goes into git history
         try:
-            write_atomic(self.root / rel, source, self.root / ".autokernel")
+            write_atomic(self.root / rel, source, self.root / layout.SCRATCH)
         except OSError as e:
             raise WorkspaceError(f"cannot write {self.root / rel}: {e}") from e
         self._git("add", "--force", "--", rel)  # --force: the user's ignore rules may list it
@@ -280,7 +280,7 @@ class Workspace:
         if not _TARGET_NAME.fullmatch(target):
             raise WorkspaceError(f"invalid target name {target!r} for optimized/<target>.py")
         self._require_run_branch()
-        rel = f"optimized/{target}.py"
+        rel = layout.optimized(target).as_posix()
         if self._has_commits() and self._blob("HEAD", rel) == source:
             return self.head()
         return self._commit_path(rel, source, message)
