@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 from autokernel import backends
 from autokernel.agents.base import Agent, AgentError
 from autokernel.harness import containment
-from autokernel.live import RunView
 from autokernel.loop import Loop, RunError, Settings
 from autokernel.mode import ModeError, parse_mode
 from autokernel.orchestrate import REACH, Rules, status_lines
@@ -28,6 +27,7 @@ from autokernel.run.results import ResultsLog
 from autokernel.run.state import State, load, new_state
 from autokernel.run.workspace import Workspace, WorkspaceError
 from autokernel.targets import Target, TargetError, from_plan, single
+from autokernel.views.live import RunView
 
 if TYPE_CHECKING:
     from autokernel.pool import Pool

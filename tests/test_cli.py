@@ -115,3 +115,21 @@ def test_an_unknown_setting_is_one_line_naming_the_known_ones(tmp_path):
     assert result.exit_code == 2
     (line,) = result.output.strip().splitlines()
     assert "llm_modle" in line and "known: agent, llm_model, base_url" in line, line
+
+
+def test_every_error_the_cli_maps_names_an_exception_of_ours():
+    import importlib
+
+    import typer
+
+    from autokernel.cli.errors import ERRORS, handled
+    from autokernel.session import SessionError
+
+    for name in ERRORS:
+        module, _, cls = name.partition(":")
+        assert issubclass(getattr(importlib.import_module(module), cls), Exception), name
+    with pytest.raises(typer.Exit) as caught, handled():
+        raise SessionError("no plan.yaml [here]")
+    assert caught.value.exit_code == 2
+    with pytest.raises(KeyError), handled():
+        raise KeyError("a bug keeps its traceback")

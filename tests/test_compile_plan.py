@@ -113,8 +113,8 @@ def test_real_compile_of_the_single_op_example(tmp_path):
     """torch.compile on this machine (C++ on the CPU): the figures land in the plan and view."""
     from rich.console import Console
 
-    from autokernel.profile_view import compile_line
     from autokernel.profiler import add_compiled
+    from autokernel.views.profile import compile_line
 
     loaded = load_model(ModelSource(path=EXAMPLES / "single_op.py"))
     prof = run_profile(loaded, iters=2, warmup=1)

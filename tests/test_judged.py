@@ -130,7 +130,7 @@ def test_the_verify_command_refuses_in_one_line_with_exit_2(tmp_path):
     import typer
     from typer.testing import CliRunner
 
-    from autokernel.verify_cli import verify_command
+    from autokernel.cli.verify import verify_command
 
     app = typer.Typer()
     app.command("verify")(verify_command)

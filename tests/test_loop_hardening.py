@@ -16,12 +16,12 @@ from loop_helpers import FakeHarness, ScriptedAgent, invalid, make_loop, reopen,
 
 from autokernel.agents.base import InvalidReply
 from autokernel.harness.verdict import Status
-from autokernel.live import RunView
 from autokernel.loop import RunError
 from autokernel.run.lock import LockError, RunLock
 from autokernel.run.results import ResultsLog
 from autokernel.run.state import STATE_FILE, load
 from autokernel.session import RunRequest, SessionError, execute, prepare
+from autokernel.views.live import RunView
 
 SPIN_LIMIT = 200  # replies: far past any stop the loop should have made, so a bug fails, not hangs
 

@@ -200,7 +200,7 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_repeated(tmp_path, where, 
 
 def test_the_report_shows_each_worker_and_the_experiments_per_hour(tmp_path):
     from autokernel.report import build
-    from autokernel.report_view import to_markdown
+    from autokernel.views.report import to_markdown
 
     harness = FakeHarness(seconds_per_eval=30.0)  # the loop's clock: 30 s per evaluation
     loop, _ = make_parallel(tmp_path, FakePool(harness, slots=2), max_experiments=7)

@@ -95,9 +95,9 @@ def test_the_live_view_shows_each_worker_and_the_rate(tmp_path):
 
     from rich.console import Console
 
-    from autokernel.live import RunView
     from autokernel.run.state import new_state
     from autokernel.targets import single
+    from autokernel.views.live import RunView
 
     out = StringIO()
     console = Console(file=out, width=200)

@@ -10,10 +10,11 @@ import typer
 import yaml
 from typer.testing import CliRunner
 
+from autokernel.cli.profile import profile_command
 from autokernel.model_input import ModelSource, load_model
-from autokernel.profile_view import profile_command, profile_view
 from autokernel.profiler import Profile, plan_data, run_profile, write_plan
 from autokernel.targets import from_plan
+from autokernel.views.profile import profile_view
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 ITERS, WARMUP = 2, 1  # enough to exercise the per-forward averaging, fast on CPU

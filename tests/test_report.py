@@ -13,11 +13,11 @@ import typer
 from typer.testing import CliRunner
 
 from autokernel import report as rep
-from autokernel import report_view
-from autokernel.report_cli import report_command
+from autokernel.cli.report import report_command
 from autokernel.run import state as run_state
 from autokernel.run.results import HEADER, ResultsLog
 from autokernel.targets import Target
+from autokernel.views import report as report_view
 
 H200_TSV = (
     Path(__file__).resolve().parents[1] / "benchmarks/results/h200-run-softmax-2026-12-03.tsv"

@@ -11,10 +11,10 @@ from test_report import SYNTHETIC, _write_rows
 from typer.testing import CliRunner
 
 from autokernel import report as rep
-from autokernel.report_cli import report_command
-from autokernel.report_view import night_lines, to_markdown, view
+from autokernel.cli.report import report_command
 from autokernel.run import state as run_state
 from autokernel.targets import Target
+from autokernel.views.report import night_lines, to_markdown, view
 
 
 @pytest.fixture

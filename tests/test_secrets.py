@@ -17,10 +17,10 @@ from autokernel.agents.base import Context
 from autokernel.agents.factory import load_settings, user_config_path
 from autokernel.agents.prompt import build_messages
 from autokernel.harness.verdict import Check, Status, Verdict
-from autokernel.live import RunView
 from autokernel.run.results import ResultRow, ResultsLog, RowStatus
 from autokernel.run.workspace import Workspace
 from autokernel.secrets import MASK, redact, register_secret
+from autokernel.views.live import RunView
 
 KEY = "sk-test-Zq8w3Lr5Tn1Vb7Xc9Md2Kf4Hg6Jp0Ys"  # what a provider key looks like
 FILE_KEY = "sk-ant-file-Pq2Wd4Re6Ty8Ui0Op1As3Df5Gh7Jk9"

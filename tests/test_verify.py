@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from typer.testing import CliRunner
 
 from autokernel import api, kernel_ops, reference
+from autokernel.cli.verify import verify_command
 from autokernel.kernel_ops import load_kernel
 from autokernel.patching import Patch
 from autokernel.prediction import amdahl
@@ -25,7 +26,6 @@ from autokernel.run import state as run_state
 from autokernel.specs import SPECS
 from autokernel.targets import Target
 from autokernel.verify import VerifyError, collect_kernels, verify_model, verify_workspace
-from autokernel.verify_cli import verify_command
 
 ROOT = Path(__file__).parents[1]
 KERNELS = ROOT / "kernels"

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from autokernel import api, mode_record, prediction
 from autokernel.ablation import ablate
+from autokernel.cli.verify import verify_command
 from autokernel.cuda_graphs import CudaGraphError
 from autokernel.verify import collect_kernels, conclude, verify_model
-from autokernel.verify_cli import verify_command
 from autokernel.verify_modes import summarize
 from autokernel.verify_timing import Timed, _guard, time_model
 

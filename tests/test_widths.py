@@ -56,7 +56,7 @@ def _profile() -> Profile:
 
 
 def test_profile_table_at_100_columns():
-    from autokernel.profile_view import profile_table
+    from autokernel.views.profile import profile_table
 
     text = rendered(profile_table(_profile()))
     assert_readable(text, ["16384x4096x14336", "1234.567", "41.0", "1.26x", "8x32x8x2048x128",
@@ -80,7 +80,7 @@ def _verdict() -> Verdict:
 
 
 def test_verdict_view_at_100_columns():
-    from autokernel.render import verdict_view
+    from autokernel.views.verdict import verdict_view
 
     text = rendered(verdict_view(_verdict()))
     assert_readable(text, ["16384x16384", "4096x4096x14336", "1235", "3520 GB/s", "712.3 TFLOPS",
@@ -89,7 +89,7 @@ def test_verdict_view_at_100_columns():
 
 def test_gpu_table_at_100_columns():
     from autokernel import gpu
-    from autokernel.render import gpu_table
+    from autokernel.views.gpu import gpu_table
 
     rows = gpu.table_rows()
     text = rendered(gpu_table(rows))
@@ -99,7 +99,7 @@ def test_gpu_table_at_100_columns():
 @pytest.mark.skipif(not REPORT_TSV.exists(), reason="the recorded run is not in this checkout")
 def test_report_at_100_columns(tmp_path):
     from autokernel.report import build
-    from autokernel.report_view import view
+    from autokernel.views.report import view
 
     (tmp_path / "results.tsv").write_text(REPORT_TSV.read_text())
     text = rendered(view(build(tmp_path)))

@@ -13,7 +13,21 @@ from autokernel.cache import write_json_atomic
 from autokernel.run.layout import STATE_FILE
 from autokernel.targets import Target
 
-__all__ = ["STATE_FILE", "InFlight", "Score", "State", "TargetState", "load", "new_state", "save"]
+__all__ = [
+    "STATE_FILE",
+    "InFlight",
+    "Score",
+    "State",
+    "StateError",
+    "TargetState",
+    "load",
+    "new_state",
+    "save",
+]
+
+
+class StateError(ValueError):
+    """The state file exists but cannot be read (torn, edited, from another version)."""
 
 
 @dataclass
@@ -217,4 +231,4 @@ def load(workspace: Path) -> State | None:
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path} is damaged ({exc}); start a new run with another --tag") from exc
+        raise StateError(f"{path} is damaged ({exc}); start a new run with another --tag") from exc

@@ -1,31 +1,18 @@
-"""The `autokernel profile` command and its Rich view of a Profile.
-
-The command is thin: options, load the model, profile, write the plan, render. The lead
-registers `profile_command` on the Typer app; errors become a message and exit code 2.
+"""A Profile drawn for `autokernel profile`: the ranked table with its Amdahl what-ifs, the
+no-double-counting check and the torch.compile line (the command is autokernel/cli/profile.py).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
-import typer
 from rich import box
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from autokernel.profiler import (
-    ITERS,
-    WARMUP,
     Profile,
     Row,
-    add_compiled,
-    run_profile,
-    write_plan,
 )
-from autokernel.render import error_text, output_console
-from autokernel.run import layout
 from autokernel.specs import GENERIC, get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them
@@ -120,7 +107,7 @@ def check_line(prof: Profile) -> Text:
 
 def profile_view(prof: Profile) -> Group:
     from autokernel import gpu
-    from autokernel.render import machine_view
+    from autokernel.views.gpu import machine_view
 
     parts: list = [machine_view(gpu.detect(), None)]
     if prof.device != "cuda":
@@ -141,60 +128,3 @@ def compile_line(prof: Profile) -> Text:
         f"{c.compile_total_ms:.3f} vs {c.eager_total_ms:.3f} ms (ratio {c.ratio:.3f})",
         "dim",
     )
-
-
-def profile_command(
-    file: Annotated[
-        Path | None, typer.Argument(help="Model file (KernelBench convention: Model, get_inputs).")
-    ] = None,
-    class_name: Annotated[
-        str | None,
-        typer.Option("--class", help="Model class in FILE, or package.module.Class."),
-    ] = None,
-    input_shape: Annotated[
-        str | None, typer.Option(help="Input shape for --class/--hf-config, e.g. 2x128.")
-    ] = None,
-    hf_config: Annotated[
-        str | None, typer.Option(help="Hugging Face config name or config.json (no weights).")
-    ] = None,
-    dtype: Annotated[
-        str | None, typer.Option(help="Model dtype (default bfloat16 on GPU, float32 on CPU).")
-    ] = None,
-    device: Annotated[str | None, typer.Option(help="cpu, cuda or cuda:N.")] = None,
-    iters: Annotated[int, typer.Option(min=1, help="Profiled forwards.")] = ITERS,
-    warmup: Annotated[int, typer.Option(min=0, help="Forwards before profiling.")] = WARMUP,
-    out: Annotated[Path, typer.Option(help="Where to write the plan.")] = layout.PLAN,
-    trace: Annotated[Path | None, typer.Option(help="Also write a Chrome trace here.")] = None,
-    compile_model: Annotated[
-        bool | None,
-        typer.Option(
-            "--compile/--no-compile",
-            help="Also time and profile torch.compile of the model (default: on a GPU).",
-        ),
-    ] = None,
-) -> None:
-    """Profile a model: ranked table of kernel time with Amdahl what-ifs; writes plan.yaml."""
-    from autokernel.model_input import ModelInputError, ModelSource, load_model, parse_input_shape
-
-    console, err = output_console(), output_console(stderr=True)
-    try:
-        shape = parse_input_shape(input_shape) if input_shape else None
-        src = ModelSource(file, class_name, shape, hf_config, dtype, device)
-        with console.status("loading the model…"):
-            loaded = load_model(src)
-        with console.status(f"profiling {iters} forwards after {warmup} warm-up…"):
-            prof = run_profile(loaded, iters=iters, warmup=warmup, trace=trace)
-        if compile_model if compile_model is not None else loaded.device.type == "cuda":
-            with console.status("compiling the model and profiling it again…"):
-                add_compiled(prof, loaded, iters=iters, warmup=warmup)
-    except ModelInputError as exc:
-        err.print(error_text(str(exc)), soft_wrap=True)
-        raise typer.Exit(2) from None
-    console.print(profile_view(prof))
-    if not prof.targets:
-        err.print(error_text("no kernel targets found; plan not written"), soft_wrap=True)
-        raise typer.Exit(2)
-    write_plan(prof, out)
-    console.print(f"plan written to {out} ({len(prof.targets)} targets)", style="dim")
-    if trace is not None:
-        console.print(f"Chrome trace written to {trace}", style="dim")

@@ -1,6 +1,5 @@
-"""The `autokernel report` command: options in, autokernel.report builds the Report, the views
-draw it (terminal, Markdown, JSON, progress.png); errors become one line and exit code 2.
-"""
+"""`autokernel report`: autokernel.report builds the Report from the run's files, the views
+draw it (terminal, Markdown, JSON, progress.png)."""
 
 from __future__ import annotations
 
@@ -10,11 +9,12 @@ from typing import Annotated
 
 import typer
 
+from autokernel.cli.errors import handled
 from autokernel.mode import MODES
-from autokernel.render import error_text, output_console
 from autokernel.report import MATPLOTLIB_HINT, PNG_FILE, ReportError, build
-from autokernel.report_plot import PlotUnavailable, write_png
-from autokernel.report_view import to_markdown, view
+from autokernel.views.console import output_console
+from autokernel.views.plot import PlotUnavailable, write_png
+from autokernel.views.report import to_markdown, view
 
 
 def _write(path: Path, text: str) -> None:
@@ -48,7 +48,7 @@ def report_command(
     """The morning view: per target baseline, best, speedups, experiments kept/reverted/failed,
     time spent and why it moved on; the whole-model Amdahl estimate; progress.png."""
     console, err = output_console(), output_console(stderr=True)
-    try:
+    with handled():
         if mode is not None and mode not in MODES:
             raise ReportError(f"--mode {mode!r}: use one of {', '.join(MODES)}")
         report = build(workspace, mode)
@@ -67,7 +67,4 @@ def report_command(
             _write(json_out, json.dumps(data, indent=1) + "\n")
         if markdown is not None:
             _write(markdown, to_markdown(report, written))
-    except ReportError as exc:
-        err.print(error_text(str(exc)), soft_wrap=True)
-        raise typer.Exit(2) from None
     console.print(view(report, written), highlight=False)
