@@ -186,3 +186,25 @@ def test_a_static_wrapper_it_cannot_translate_leaves_the_any_size_kernels():
     source = build(r, InductorCode(CUDA_WRAPPER, args), InductorCode(odd, args))
     assert "AT_SHAPE" not in source and STATIC_SUFFIX not in source
     assert source == build(r, InductorCode(CUDA_WRAPPER, args))
+
+
+def test_inductors_autotuned_launch_becomes_the_at_shape_config(tmp_path):
+    """Where Inductor ran the model's shape (a GPU), the blocks and warps its autotuner kept
+    are the static kernels' CONFIG (in SEARCH_SPACE too, though below its list), and read
+    off the autotuner's one remaining launcher."""
+    from types import SimpleNamespace
+
+    from autokernel.model.inductor_code import _chosen
+
+    launcher = SimpleNamespace(config=SimpleNamespace(kwargs={"XBLOCK": 32}, num_warps=2))
+    module = SimpleNamespace(triton_poi_fused_mul_0=SimpleNamespace(launchers=[launcher]))
+    chosen = _chosen(module, CUDA_WRAPPER)
+    assert chosen == {"triton_poi_fused_mul_0": {"XBLOCK": 32, "num_warps": 2}}
+    r = capture_relu_tanh()
+    args = (ArgSource("size", 0, 0), ArgSource("tensor", 0))
+    source = build(r, InductorCode(CUDA_WRAPPER, args), InductorCode(CUDA_WRAPPER, args, chosen))
+    module = load(tmp_path, source)
+    assert module.CONFIG["XBLOCK_1"] == 32 and module.CONFIG["num_warps_1"] == 2
+    assert 32 in module.SEARCH_SPACE["XBLOCK_1"] and module.CONFIG["XBLOCK_0"] != 32
+    x = torch.randn(4096)  # the captured shape: the at-shape kernel with XBLOCK 32
+    torch.testing.assert_close(module.kernel_fn(x), torch.tanh(torch.relu(x)))

@@ -3,7 +3,8 @@
 The region's graph (Region.graph_module) is compiled with dynamic shapes and duck sizing off, as
 it was traced, and the wrapper module Inductor generates is taken as text right after code
 generation, before Inductor compiles or loads anything: nothing is run, so this works where the
-kernels could not be compiled.
+kernels could not be compiled. The one exception is the model's own shape on a GPU, compiled and
+run once so that Inductor's autotuner names the block sizes it would launch there.
 
 On a GPU that is the code torch.compile runs. Without one, Inductor's Triton backend for CPU
 tensors (torch._inductor.config.cpu_backend = "triton") writes the same kind of kernels; it only
@@ -19,7 +20,8 @@ import logging
 import re
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from unittest import mock
 
 import torch
@@ -47,6 +49,9 @@ class ArgSource:
 class InductorCode:
     wrapper: str  # the generated Python module, as text
     args: tuple[ArgSource, ...]  # the wrapper's call(args), in order
+    # kernel name -> the launch parameters Inductor's autotuner kept for it at the model's
+    # shape (XBLOCK, R0_BLOCK, num_warps, ...); empty where nothing was run
+    chosen: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class _Generated(Exception):
@@ -69,8 +74,19 @@ def generate(region: Region, device: torch.device, dynamic: bool = True) -> Indu
     if dynamic:
         mark_sizes_dynamic(tensors)
     found: dict[str, object] = {}
+    # At the model's shape on a GPU the code is compiled and run once, as torch.compile would,
+    # so that its autotuner picks each kernel's blocks among Inductor's candidates: for a
+    # reduction whose hint is DEFAULT the candidates differ tenfold in speed (an outer sum
+    # run with inner-reduction blocks).
+    run = not dynamic and device.type == "cuda"
+    original = GraphLowering.compile_to_module
 
     def grab(self: GraphLowering) -> object:
+        if run:
+            module = original(self)
+            found["wrapper"] = Path(module.__file__).read_text()
+            found["module"] = module
+            return module
         wrapper = self.codegen()[0]  # (wrapper, kernels) now, (code, line map) before 2.6
         found["wrapper"] = getattr(wrapper, "value", wrapper)
         raise _Generated
@@ -108,7 +124,31 @@ def generate(region: Region, device: torch.device, dynamic: bool = True) -> Indu
         torch._dynamo.reset()
     if "wrapper" not in found or "args" not in found:
         raise InductorCodeError("Inductor generated no code for the region")
-    return InductorCode(str(found["wrapper"]), tuple(found["args"]))  # type: ignore[arg-type]
+    wrapper = str(found["wrapper"])
+    chosen = _chosen(found["module"], wrapper) if "module" in found else {}
+    return InductorCode(wrapper, tuple(found["args"]), chosen)  # type: ignore[arg-type]
+
+
+_KERNEL_NAME = re.compile(r"async_compile\.triton\(\s*['\"](\w+)['\"]")
+
+
+def kernel_names(wrapper: str) -> list[str]:
+    """The Triton kernels a wrapper defines, in its order."""
+    return list(dict.fromkeys(_KERNEL_NAME.findall(wrapper)))
+
+
+def _chosen(module: object, wrapper: str) -> dict[str, dict[str, int]]:
+    """Each kernel's one remaining launcher's parameters after a run: Inductor's autotuner
+    keeps the fastest (or the only) config. A kernel in any other state is left out."""
+    out = {}
+    for name in kernel_names(wrapper):
+        launchers = getattr(getattr(module, name, None), "launchers", None) or []
+        config = getattr(launchers[0], "config", None) if len(launchers) == 1 else None
+        kwargs = getattr(config, "kwargs", None)
+        if isinstance(kwargs, dict):
+            values = {k: v for k, v in kwargs.items() if isinstance(v, int)}
+            out[name] = {**values, "num_warps": int(getattr(config, "num_warps", 4))}
+    return out
 
 
 def _example_inputs(region: Region, device: torch.device) -> list[torch.Tensor]:

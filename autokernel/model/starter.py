@@ -20,35 +20,17 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
 
 import torch
 
 from autokernel import syntax
-from autokernel.model import starter_host, triton_helpers
-from autokernel.model.inductor_code import InductorCode
+from autokernel.model import starter_host, starter_launch, triton_helpers
+from autokernel.model.inductor_code import InductorCode, kernel_names
 from autokernel.model.starter_errors import StarterError
+from autokernel.model.starter_launch import Kernel
 from autokernel.specs.region import Region
 
 SUPPORTED = ("pointwise", "reduction", "persistent_reduction")
-POINTWISE_BLOCKS = [64, 128, 256, 512, 1024, 2048, 4096]
-ROW_BLOCKS = [1, 2, 4, 8, 16, 32, 64]  # reduction rows per program
-REDUCTION_BLOCKS = [8, 16, 32, 64, 128, 256, 512, 1024, 2048]
-WARPS = [1, 2, 4, 8, 16]
-
-
-@dataclass
-class _Kernel:
-    name: str
-    kind: str  # pointwise, reduction, persistent_reduction
-    source: str  # the rewritten @triton.jit function
-    params: list[str]  # run() arguments, in order
-    constexprs: set[str] = field(default_factory=set)
-    blocks: dict[str, int] = field(default_factory=dict)  # block -> the program_id axis it tiles
-    fixed: dict[str, int] = field(default_factory=dict)  # blocks the body sets itself
-    r_blocks: list[str] = field(default_factory=list)  # reduction block constexprs
-    hint: str = ""  # Inductor's reduction hint (INNER, OUTER, DEFAULT)
-    size_hints: dict[str, int] = field(default_factory=dict)
 
 
 def build(region: Region, code: InductorCode, static: InductorCode | None = None) -> str:
@@ -61,7 +43,7 @@ def build(region: Region, code: InductorCode, static: InductorCode | None = None
     tree = syntax.parse(code.wrapper)
     kernels, helpers = _kernels(tree)
     host = starter_host.host(starter_host.call_function(tree), kernels, code.args)
-    at_shape = None
+    at_shape, chosen = None, {}
     if static is not None:
         try:
             s_tree = syntax.parse(_suffixed(static.wrapper))
@@ -73,18 +55,18 @@ def build(region: Region, code: InductorCode, static: InductorCode | None = None
             at_shape = s_host
             kernels = {**kernels, **s_kernels}
             helpers |= s_helpers
-    config, space = _config(kernels)
+            chosen = {n + STATIC_SUFFIX: c for n, c in static.chosen.items()}
+    config, space = starter_launch.tunables(kernels, chosen)
     return _render(region, kernels, helpers, (host, at_shape), config, space)
 
 
 STATIC_SUFFIX = "_at_shape"
-_KERNEL_NAME = re.compile(r"async_compile\.triton\(\s*['\"](\w+)['\"]")
 
 
 def _suffixed(wrapper: str) -> str:
     """The wrapper with each kernel's name suffixed, so the two wrappers' kernels (Inductor
     names both triton_poi_fused_..._0) live side by side in one file."""
-    for name in set(_KERNEL_NAME.findall(wrapper)):
+    for name in kernel_names(wrapper):
         wrapper = re.sub(rf"\b{name}\b", name + STATIC_SUFFIX, wrapper)
     return wrapper
 
@@ -92,8 +74,8 @@ def _suffixed(wrapper: str) -> str:
 # ---- the kernels ------------------------------------------------------------------------------
 
 
-def _kernels(tree: ast.Module) -> tuple[dict[str, _Kernel], set[str]]:
-    kernels: dict[str, _Kernel] = {}
+def _kernels(tree: ast.Module) -> tuple[dict[str, Kernel], set[str]]:
+    kernels: dict[str, Kernel] = {}
     helpers: set[str] = set()
     for stmt in tree.body:
         if not (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)):
@@ -112,7 +94,7 @@ def _kernels(tree: ast.Module) -> tuple[dict[str, _Kernel], set[str]]:
     return kernels, helpers
 
 
-def _kernel(name: str, src: str, helpers: set[str]) -> _Kernel:
+def _kernel(name: str, src: str, helpers: set[str]) -> Kernel:
     tree = syntax.parse(src)
     fn = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name), None)
     if fn is None:
@@ -132,10 +114,12 @@ def _kernel(name: str, src: str, helpers: set[str]) -> _Kernel:
         a.annotation = _constexpr_annotation() if a.arg in constexprs else None
     fn.decorator_list = [ast.Attribute(ast.Name("triton", ast.Load()), "jit", ast.Load())]
     fn.body = [_Rewriter(name, helpers).visit(s) for s in fn.body]
-    kernel = _Kernel(name, kind, ast.unparse(fn), params, constexprs)
+    kernel = Kernel(name, kind, ast.unparse(fn), params, constexprs)
     kernel.size_hints = _literal(meta.get("size_hints")) or {}
     inductor_meta = _dict_items(meta.get("inductor_meta"))
-    kernel.hint = str(inductor_meta.get("reduction_hint", "")).rsplit(".", 1)[-1]
+    hint = meta.get("reduction_hint")  # a keyword of the decorator; in inductor_meta before
+    hint = ast.unparse(hint) if hint is not None else inductor_meta.get("reduction_hint", "")
+    kernel.hint = str(hint).rsplit(".", 1)[-1]
     _axes(kernel, fn, constexprs)
     return kernel
 
@@ -170,7 +154,7 @@ def _dict_items(node: ast.AST | None) -> dict:
     return out
 
 
-def _axes(kernel: _Kernel, fn: ast.FunctionDef, constexprs: set[str]) -> None:
+def _axes(kernel: Kernel, fn: ast.FunctionDef, constexprs: set[str]) -> None:
     """Which program_id axis each block walks: `xoffset = tl.program_id(0) * XBLOCK`."""
     for stmt in ast.walk(fn):
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
@@ -241,75 +225,7 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
 
-# ---- CONFIG and SEARCH_SPACE ------------------------------------------------------------------
-
-
-def _p2(n: int) -> int:
-    return 1 << max(0, (max(1, n) - 1).bit_length())
-
-
-def _config(kernels: dict[str, _Kernel]) -> tuple[dict, dict]:
-    """Inductor's default choices for such kernels: 1-D pointwise 1024-element blocks (fewer
-    for small tensors) on 4 warps; an inner reduction one row per program over up to 2048
-    columns; an outer one 64 rows by 8; warps from the tile, 2 to 8."""
-    config: dict[str, int] = {}
-    space: dict[str, list[int]] = {}
-    for i, k in enumerate(kernels.values()):
-        x_hint = int(k.size_hints.get("x", 1024))
-        r_hint = int(k.size_hints.get("r0_", k.size_hints.get("r", 1024)))
-        tile = 1
-        for block in sorted(b for b in k.blocks if b in k.constexprs):
-            if k.kind == "pointwise":
-                choices = POINTWISE_BLOCKS if block == "XBLOCK" else ROW_BLOCKS
-                value = min(1024, _p2(x_hint)) if block == "XBLOCK" else 32
-            else:
-                choices, value = ROW_BLOCKS, 64 if k.hint == "OUTER" else 1
-            value = min(choices, key=lambda c: abs(c - value))
-            config[f"{block}_{i}"], space[f"{block}_{i}"] = value, choices
-            tile *= value
-        for block in k.r_blocks:
-            if k.kind == "reduction":
-                value = 8 if k.hint == "OUTER" else min(2048, _p2(r_hint))
-                value = min(REDUCTION_BLOCKS, key=lambda c: abs(c - value))
-                config[f"{block}_{i}"], space[f"{block}_{i}"] = value, REDUCTION_BLOCKS
-                tile *= value
-            else:
-                tile *= _p2(r_hint)
-        warps = 4 if k.kind == "pointwise" else max(2, min(8, tile // 128))
-        config[f"num_warps_{i}"] = min(WARPS, key=lambda c: abs(c - warps))
-        space[f"num_warps_{i}"] = WARPS
-    return config, space
-
-
 # ---- the file -----------------------------------------------------------------------------------
-
-
-def _launcher(i: int, k: _Kernel) -> str:
-    """_launch_<kernel>(run arguments): the grid from the numels and CONFIG's blocks."""
-    args = ", ".join(k.params)
-    lines = [f"def _launch_{k.name}({args}):"]
-    meta = []
-    for block in sorted(k.blocks):
-        if block in k.constexprs:
-            lines.append(f'    {block} = CONFIG["{block}_{i}"]')
-            meta.append(f"{block}={block}")
-    for block in k.r_blocks:
-        if k.kind == "reduction":
-            lines.append(f'    {block} = CONFIG["{block}_{i}"]')
-        else:  # persistent: one block holds the whole reduced row
-            lines.append(f"    {block} = triton.next_power_of_2({block[:-5].lower()}_numel)")
-        meta.append(f"{block}={block}")
-    grid = ["1"] * (max(k.blocks.values(), default=0) + 1)
-    for block, axis in k.blocks.items():
-        numel = f"{block[0].lower()}numel"
-        per = block if block in k.constexprs else str(k.fixed.get(block, 1))
-        if numel in k.params:
-            grid[axis] = f"triton.cdiv({numel}, {per})"
-    lines.append(f"    grid = ({', '.join(grid)},)")
-    lines.append("    if min(grid) > 0:")
-    meta.append(f'num_warps=CONFIG["num_warps_{i}"]')
-    lines.append(f"        {k.name}[grid]({args}, {', '.join(meta)})")
-    return "\n".join(lines)
 
 
 def _render(region, kernels, helpers, host, config, space) -> str:
@@ -350,7 +266,7 @@ def _render(region, kernels, helpers, host, config, space) -> str:
         f"SEARCH_SPACE = {_dict_text(space)}",
         *triton_helpers.sources(helpers),
         *(k.source for k in kernels.values()),
-        *(_launcher(i, k) for i, k in enumerate(kernels.values())),
+        *(starter_launch.launcher(i, k) for i, k in enumerate(kernels.values())),
     ]
     parts.extend(_entry(region, *host))
     return "\n\n\n".join(parts) + "\n"
