@@ -10,11 +10,11 @@
         logits = model(tokens).clone()                # the graph's output is reused: clone it
 
 Kernels are the workspace's optimized/<target>.py, else each target's best kept kernel.py (see
-autokernel.verify.collect_kernels). Where verify decided which kernels make the whole model
-faster in a mode (optimized/modes.json), only those are plugged in for that mode (`mode`,
-default: compile on a GPU, eager on the CPU); `mode="all"` plugs in every kernel. Calls a kernel
-was not built for run PyTorch (see autokernel.kernel_ops for the routing policy). Inference only:
-the ops have no backward.
+autokernel.model.verify.verifier.collect_kernels). Where verify decided which kernels make the
+whole model faster in a mode (optimized/modes.json), only those are plugged in for that mode
+(`mode`, default: compile on a GPU, eager on the CPU); `mode="all"` plugs in every kernel. Calls
+a kernel was not built for run PyTorch (see autokernel.model.kernel_ops for the routing policy).
+Inference only: the ops have no backward.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from autokernel import mode_record
-from autokernel.cuda_graphs import CudaGraphError, GraphedForward
-from autokernel.kernel_ops import Policy
 from autokernel.mode import parse_mode
-from autokernel.patching import Patch
+from autokernel.model.kernel_ops import Policy
+from autokernel.model.patching import Patch
+from autokernel.model.verify import mode_record
+from autokernel.model.verify.cuda_graphs import CudaGraphError, GraphedForward
 
 __all__ = ["CudaGraphError", "load_kernels", "patch_model", "use_kernels"]
 
@@ -44,7 +44,7 @@ def load_kernels(
     """The workspace's kernels as a Patch (apply with `patch.applied(model)` or `install`). On a
     GPU a kernel whose best measured slower than eager is left out unless keep_slower; where
     optimized/modes.json says which kernels helped the whole model in `mode`, only those."""
-    from autokernel.verify import collect_kernels
+    from autokernel.model.verify.verifier import collect_kernels
 
     skip = torch.cuda.is_available() and not keep_slower
     kernels, _, _ = collect_kernels(Path(workspace), skip_slower=skip)

@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 import triton  # noqa: E402
 
-from autokernel import kernel_ops  # noqa: E402
+from autokernel.model import kernel_ops  # noqa: E402
 from autokernel.specs import SPECS, KernelSpec, Size  # noqa: E402
 from benchmarks import runner  # noqa: E402
 

@@ -6,7 +6,7 @@
 
 Llama-, Qwen2-, GPT-2- and BERT-family models are built from configs (random weights, bf16,
 4 x 1024 tokens a forward), then each goes through verify as a user's model would
-(autokernel.verify.verify_model and conclude): outputs against eager, the kernel selection on
+(autokernel.model.verify.verifier.verify_model and conclude): outputs against eager, the kernel selection on
 the whole forward in --mode, every mode timed interleaved (eager, patched, compile,
 compile+patched, cuda-graphs) and the prediction checked. Kernels come from --workspace (a
 finished run) or, with --starters, from kernels/*.py, every type plugged in wherever the model
@@ -42,7 +42,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported: CPU kernels
 ROOT = Path(__file__).resolve().parents[1]
 
-from autokernel.verify import VerifyError, collect_kernels, conclude, verify_model  # noqa: E402
+from autokernel.model.verify.verifier import VerifyError, collect_kernels, conclude, verify_model  # noqa: E402
 from benchmarks import runner  # noqa: E402
 
 # family -> (config class, model class, config at GPU size, batch, seq)

@@ -25,9 +25,9 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from autokernel.attribution import FORWARD_LABEL  # noqa: E402
-from autokernel.model_input import ModelSource, load_model  # noqa: E402
-from autokernel.profiler import add_compiled, plan_data, run_profile  # noqa: E402
+from autokernel.model.loading import ModelSource, load_model  # noqa: E402
+from autokernel.model.profiling.attribution import FORWARD_LABEL  # noqa: E402
+from autokernel.model.profiling.profiler import add_compiled, plan_data, run_profile  # noqa: E402
 from benchmarks import runner  # noqa: E402
 
 # name → (forward expression over x / a, b; inputs at LLM-scale sizes; inputs at tiny sizes)

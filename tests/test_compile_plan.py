@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autokernel.attribution import Instance
-from autokernel.compile_profile import (
+from autokernel.model.loading import ModelSource, load_model
+from autokernel.model.profiling.attribution import Instance
+from autokernel.model.profiling.compiled import (
     BY_NAMES,
     BY_RATIO,
     CompiledFigures,
@@ -17,8 +18,7 @@ from autokernel.compile_profile import (
     kind_of_kernel,
     target_compile_ms,
 )
-from autokernel.model_input import ModelSource, load_model
-from autokernel.profiler import plan_data, run_profile, write_plan
+from autokernel.model.profiling.profiler import plan_data, run_profile, write_plan
 from autokernel.targets import from_plan
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -94,7 +94,7 @@ def test_plan_with_compile_figures_round_trips_and_old_plans_load(tmp_path):
 
 
 def test_a_model_that_cannot_compile_keeps_its_eager_plan_with_the_reason(monkeypatch):
-    import autokernel.profiler as profiler
+    import autokernel.model.profiling.profiler as profiler
 
     def fail(*args, **kwargs):
         raise RuntimeError("no C compiler\nmore")
@@ -113,7 +113,7 @@ def test_real_compile_of_the_single_op_example(tmp_path):
     """torch.compile on this machine (C++ on the CPU): the figures land in the plan and view."""
     from rich.console import Console
 
-    from autokernel.profiler import add_compiled
+    from autokernel.model.profiling.profiler import add_compiled
     from autokernel.views.profile import compile_line
 
     loaded = load_model(ModelSource(path=EXAMPLES / "single_op.py"))

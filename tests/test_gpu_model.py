@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from autokernel.model_input import ModelSource, load_model
-from autokernel.profiler import run_profile
-from autokernel.verify import collect_kernels, verify_model
+from autokernel.model.loading import ModelSource, load_model
+from autokernel.model.profiling.profiler import run_profile
+from autokernel.model.verify.verifier import collect_kernels, verify_model
 
 ROOT = Path(__file__).parents[1]
 LLAMA = ROOT / "examples" / "llama_style.py"

@@ -17,8 +17,8 @@ from autokernel.judged import (
     require_judged,
     sha256_of,
 )
+from autokernel.model.verify.verifier import VerifyError, collect_kernels
 from autokernel.run.results import ResultsLog
-from autokernel.verify import VerifyError, collect_kernels
 
 KERNELS = Path(__file__).parents[1] / "kernels"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from autokernel import kernel_ops
-from autokernel.kernel_ops import LoadedKernel, Router
+from autokernel.model import kernel_ops
+from autokernel.model.kernel_ops import LoadedKernel, Router
 
 
 def _stub(name: str, fn, shapes=()) -> LoadedKernel:
@@ -72,7 +72,7 @@ def test_an_eager_call_skips_the_dispatcher_and_a_tracer_gets_the_op():
     time than a launch); torch.compile must still see the op, or it would trace into Triton."""
     import torch
 
-    from autokernel import kernel_ops
+    from autokernel.model import kernel_ops
 
     router = kernel_ops.Router("softmax", [], policy="plan")  # no kernel: the reference runs
     slot = kernel_ops.register(router)

@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from autokernel import reference
-from autokernel.kernel_ops import LoadedKernel
-from autokernel.model_input import ModelSource, load_model
-from autokernel.profiler import run_profile, write_plan
+from autokernel.model.kernel_ops import LoadedKernel
+from autokernel.model.loading import ModelSource, load_model
+from autokernel.model.profiling.profiler import run_profile, write_plan
+from autokernel.model.verify.verifier import verify_model
 from autokernel.specs import GENERIC
 from autokernel.specs.region import Region
 from autokernel.targets import from_plan
-from autokernel.verify import verify_model
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ROOT / "tests" / "data" / "ops"
@@ -60,7 +60,7 @@ def test_every_planned_target_is_plugged_in_by_verify(path, tmp_path):
 def test_the_test_models_targets_are_plugged_in(tmp_path):
     """test_verify's tiny model with all nine types, and test_profiler's modules recognized by
     what they compute (an unnamed RMSNorm, a GELU MLP named like SwiGLU, a scale with eps)."""
-    from autokernel.model_input import LoadedModel
+    from autokernel.model.loading import LoadedModel
     from tests.test_profiler import MODULES
     from tests.test_verify import Tiny, tiny_inputs
 
@@ -99,7 +99,7 @@ EXPECTED = {  # model -> the kernel types / generic targets (named for the call)
 @pytest.mark.parametrize("name", EXPECTED)
 def test_single_op_files_become_the_expected_targets(name, tmp_path, monkeypatch):
     # recognition, not the share policy: a CPU's timings of tiny ops are noise
-    monkeypatch.setattr("autokernel.model.profile_regions.GENERIC_MIN_SHARE", 0.0)
+    monkeypatch.setattr("autokernel.model.profiling.regions.GENERIC_MIN_SHARE", 0.0)
     loaded = load_model(ModelSource(path=OPS / f"{name}.py"))
     prof = run_profile(loaded, iters=1, warmup=1)
     plan = tmp_path / "plan.yaml"
@@ -126,9 +126,9 @@ def test_tensor_methods_and_functions_are_claimed_alike():
 def test_generic_kernels_plug_in_under_torch_compile(name, tmp_path, monkeypatch):
     """A call, a module region and a function region with two outputs: the patched model
     traces as one graph (the generic op is one node) and computes what the model does."""
-    from autokernel.patching import Patch
+    from autokernel.model.patching import Patch
 
-    monkeypatch.setattr("autokernel.model.profile_regions.GENERIC_MIN_SHARE", 0.0)
+    monkeypatch.setattr("autokernel.model.profiling.regions.GENERIC_MIN_SHARE", 0.0)
     loaded = load_model(ModelSource(path=OPS / f"{name}.py"))
     plan = tmp_path / "plan.yaml"
     write_plan(run_profile(loaded, iters=1, warmup=1), plan)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from autokernel.model_input import (
+from autokernel.model.loading import (
     ModelInputError,
     ModelSource,
     load_model,

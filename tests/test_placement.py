@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from autokernel.model_input import place_inputs, run_placement
+from autokernel.model.loading import place_inputs, run_placement
 
 
 class Softmax(nn.Module):

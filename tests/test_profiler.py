@@ -11,8 +11,9 @@ import yaml
 from typer.testing import CliRunner
 
 from autokernel.cli.profile import profile_command
-from autokernel.model_input import ModelSource, load_model
-from autokernel.profiler import Profile, plan_data, run_profile, write_plan
+from autokernel.model.loading import ModelSource, load_model
+from autokernel.model.profiling.profile import Profile
+from autokernel.model.profiling.profiler import plan_data, run_profile, write_plan
 from autokernel.targets import from_plan
 from autokernel.views.profile import profile_view
 
@@ -91,7 +92,7 @@ def test_gpt2_targets(monkeypatch):
     assert got[("matmul", shape(M=128, N=128, K=512))].calls == 2  # mlp c_proj
     # the tanh GELU is no kernel type: a generic target, traced as the model called it (whatever
     # its share of a loaded CPU's time: the 2 % cut is policy, not recognition)
-    monkeypatch.setattr("autokernel.model.profile_regions.GENERIC_MIN_SHARE", 0.0)
+    monkeypatch.setattr("autokernel.model.profiling.regions.GENERIC_MIN_SHARE", 0.0)
     loaded = load_model(ModelSource(path=EXAMPLES / "gpt2_style.py"))
     prof = run_profile(loaded, iters=ITERS, warmup=WARMUP)
     (gelu,) = [r for r in prof.targets if r.kind == "generic" and "gelu" in r.name]
@@ -309,9 +310,9 @@ class FakeEvent:
 def test_cuda_attribution_counts_each_kernel_once():
     import torch
 
-    from autokernel.attribution import attribute
-    from autokernel.module_calls import LABEL_PREFIX, ModuleCall, ModuleRecorder
-    from autokernel.profiler import _summarize
+    from autokernel.model.profiling.attribution import attribute
+    from autokernel.model.profiling.module_calls import LABEL_PREFIX, ModuleCall, ModuleRecorder
+    from autokernel.model.profiling.profiler import _summarize
 
     recorder = ModuleRecorder(torch.nn.Module())
     recorder.calls = [
@@ -346,9 +347,9 @@ def test_a_target_without_recorded_dtypes_takes_the_models():
     """torch 2.11 with CUDA records shapes but no dtypes: the plan must still say bf16."""
     import torch
 
-    from autokernel.attribution import attribute
-    from autokernel.module_calls import ModuleRecorder
-    from autokernel.profiler import _summarize
+    from autokernel.model.profiling.attribution import attribute
+    from autokernel.model.profiling.module_calls import ModuleRecorder
+    from autokernel.model.profiling.profiler import _summarize
 
     fwd = FakeEvent("ak::forward")
     q = (2, 4, 16, 64)

@@ -134,7 +134,7 @@ def test_amdahl_hand_computed(synthetic):
 def test_report_and_verify_agree_when_the_shares_sum_past_one(tmp_path):
     """Overlapping plan entries: the report's estimate and verify's prediction are the same
     figure (they used to differ: 1.54x against 2.0x for everything twice as fast)."""
-    from autokernel import prediction
+    from autokernel.model.verify import prediction
 
     _write_rows(tmp_path, [_row(0, "a", "softmax", "keep", "starter", 10, 20),
                            _row(1, "b", "rmsnorm", "keep", "starter", 10, 20)])  # fmt: skip

@@ -13,9 +13,14 @@ from torch import nn
 from torch.autograd import DeviceType
 from torch.autograd.profiler_util import FunctionEvent
 
-from autokernel.attribution import FORWARD_LABEL, attribute
-from autokernel.module_calls import CALL_PREFIX, LABEL_PREFIX, ModuleCall, ModuleRecorder
-from autokernel.profiler import _summarize
+from autokernel.model.profiling.attribution import FORWARD_LABEL, attribute
+from autokernel.model.profiling.module_calls import (
+    CALL_PREFIX,
+    LABEL_PREFIX,
+    ModuleCall,
+    ModuleRecorder,
+)
+from autokernel.model.profiling.profiler import _summarize
 
 ITERS = 5
 KERNEL_US = 40.0

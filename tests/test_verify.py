@@ -17,15 +17,21 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from typer.testing import CliRunner
 
-from autokernel import api, kernel_ops, reference
+from autokernel import api, reference
 from autokernel.cli.verify import verify_command
-from autokernel.kernel_ops import load_kernel
-from autokernel.patching import Patch
-from autokernel.prediction import amdahl
+from autokernel.model import kernel_ops
+from autokernel.model.kernel_ops import load_kernel
+from autokernel.model.patching import Patch
+from autokernel.model.verify.prediction import amdahl
+from autokernel.model.verify.verifier import (
+    VerifyError,
+    collect_kernels,
+    verify_model,
+    verify_workspace,
+)
 from autokernel.run import state as run_state
 from autokernel.specs import SPECS
 from autokernel.targets import Target
-from autokernel.verify import VerifyError, collect_kernels, verify_model, verify_workspace
 
 ROOT = Path(__file__).parents[1]
 KERNELS = ROOT / "kernels"
@@ -396,12 +402,12 @@ def test_empty_workspace_is_a_clear_error(tmp_path):
 
 
 def test_empty_workspace_fails_before_the_model_loads(tmp_path, monkeypatch):
-    import autokernel.model_input
+    import autokernel.model.loading
 
     def never(source):
         raise AssertionError("the model was loaded for a workspace with no kernels")
 
-    monkeypatch.setattr(autokernel.model_input, "load_model", never)
+    monkeypatch.setattr(autokernel.model.loading, "load_model", never)
     with pytest.raises(VerifyError, match="no kernels in"):
         verify_workspace(object(), tmp_path)
 

@@ -10,8 +10,8 @@ import torch
 from test_verify import Tiny, starters, tiny_inputs, workspace_with
 from torch import nn
 
-from autokernel.verify import collect_kernels, verify_model
-from autokernel.verify_modes import Variant, graph_breaks, shared_copy, summarize, time_modes
+from autokernel.model.verify.modes import Variant, graph_breaks, shared_copy, summarize, time_modes
+from autokernel.model.verify.verifier import collect_kernels, verify_model
 
 
 @pytest.mark.slow
@@ -130,7 +130,7 @@ def test_the_compiled_patched_forward_compiles_once(tmp_path):
     # recompiled, and compile+patched read hundreds of times slower than compile.
     from torch._dynamo.utils import counters
 
-    from autokernel.verify_modes import recompile_limit
+    from autokernel.model.verify.modes import recompile_limit
 
     kernels, _, _ = collect_kernels(workspace_with(tmp_path, starters("softmax", "reduce")))
     torch._dynamo.reset()

@@ -8,8 +8,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from autokernel import verify
-from autokernel.kernel_ops import load_kernel
+from autokernel.model.kernel_ops import load_kernel
+from autokernel.model.verify import verifier as verify
 
 SOFTMAX = Path(__file__).parents[1] / "kernels" / "softmax.py"
 

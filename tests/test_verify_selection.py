@@ -12,13 +12,14 @@ import typer
 from test_verify import LLAMA_EXAMPLE, Tiny, starters, tiny_inputs, workspace_with
 from typer.testing import CliRunner
 
-from autokernel import api, mode_record, prediction
-from autokernel.ablation import ablate
+from autokernel import api
 from autokernel.cli.verify import verify_command
-from autokernel.cuda_graphs import CudaGraphError
-from autokernel.verify import collect_kernels, conclude, verify_model
-from autokernel.verify_modes import summarize
-from autokernel.verify_timing import Timed, _guard, time_model
+from autokernel.model.verify import mode_record, prediction
+from autokernel.model.verify.ablation import ablate
+from autokernel.model.verify.cuda_graphs import CudaGraphError
+from autokernel.model.verify.modes import summarize
+from autokernel.model.verify.timing import Timed, _guard, time_model
+from autokernel.model.verify.verifier import collect_kernels, conclude, verify_model
 
 BASE_MS = 10.0
 

@@ -15,7 +15,7 @@ from autokernel import reference
 from autokernel.agents.tuner import read_config, write_config
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status
-from autokernel.kernel_ops import load_kernel
+from autokernel.model.kernel_ops import load_kernel
 from autokernel.specs import SPECS
 
 KERNELS = Path(__file__).parents[1] / "kernels"

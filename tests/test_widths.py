@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from autokernel.harness.verdict import Check, StageResult, Status, Timing, Verdict
-from autokernel.profiler import Profile, Row
+from autokernel.model.profiling.profile import Profile, Row
 
 WIDTH = 100
 REPORT_TSV = (

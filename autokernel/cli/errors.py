@@ -25,9 +25,9 @@ EXIT_USAGE = 2
 ERRORS: dict[str, int] = {
     "autokernel.harness.sandbox:KernelFileError": EXIT_USAGE,  # bench: the kernel file
     "autokernel.session:SessionError": EXIT_USAGE,  # run: options, plan, workspace, agent
-    "autokernel.model_input:ModelInputError": EXIT_USAGE,  # profile, verify: the model
+    "autokernel.model.loading:ModelInputError": EXIT_USAGE,  # profile, verify: the model
     "autokernel.mode:ModeError": EXIT_USAGE,  # verify: --mode
-    "autokernel.verify:VerifyError": EXIT_USAGE,  # verify: kernels, options
+    "autokernel.model.verify.verifier:VerifyError": EXIT_USAGE,  # verify: kernels, options
     "autokernel.report:ReportError": EXIT_USAGE,  # report: the workspace, the outputs
     "autokernel.run.state:StateError": EXIT_NO,  # status: the state file is damaged
 }

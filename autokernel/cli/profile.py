@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from autokernel.cli.errors import fail, handled
-from autokernel.profiler import ITERS, WARMUP, add_compiled, run_profile, write_plan
+from autokernel.model.profiling.profiler import ITERS, WARMUP, add_compiled, run_profile, write_plan
 from autokernel.run import layout
 from autokernel.views.console import output_console
 from autokernel.views.profile import profile_view
@@ -45,7 +45,7 @@ def profile_command(
     ] = None,
 ) -> None:
     """Profile a model: ranked table of kernel time with Amdahl what-ifs; writes plan.yaml."""
-    from autokernel.model_input import ModelSource, load_model, parse_input_shape
+    from autokernel.model.loading import ModelSource, load_model, parse_input_shape
 
     console = output_console()
     with handled():

@@ -1,5 +1,5 @@
-"""`autokernel verify`: the optimized kernels put into the model, one call to autokernel.verify,
-the result drawn by views/verify.py."""
+"""`autokernel verify`: the optimized kernels put into the model, one call to
+autokernel.model.verify.verifier, the result drawn by views/verify.py."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from typing import Annotated
 
 import typer
 
-from autokernel.ablation import ROUNDS
 from autokernel.cli.errors import fail, handled
-from autokernel.kernel_ops import Policy
 from autokernel.mode import parse_mode
-from autokernel.verify import VerifyError, verify_workspace
+from autokernel.model.kernel_ops import Policy
+from autokernel.model.verify.ablation import ROUNDS
+from autokernel.model.verify.verifier import VerifyError, verify_workspace
 from autokernel.views.console import output_console
 from autokernel.views.verify import render
 
@@ -61,7 +61,7 @@ def verify_command(
 ) -> None:
     """Put the optimized kernels into the model: outputs vs eager, calls, every mode's time."""
     try:
-        from autokernel.model_input import ModelSource, parse_input_shape
+        from autokernel.model.loading import ModelSource, parse_input_shape
     except ImportError as exc:
         raise fail(f"cannot load models: {exc}") from None
     with handled():

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import re
 
-from autokernel.module_calls import CALL_PREFIX, PREFIXES, ModuleCall, ModuleRecorder
+from autokernel.model.profiling.module_calls import (
+    CALL_PREFIX,
+    PREFIXES,
+    ModuleCall,
+    ModuleRecorder,
+)
 
 # aten ops a fused elementwise/reduction kernel does not compute: products, convolutions,
 # attention, lookups, randomness, host reads and data-dependent shapes.

@@ -1,7 +1,7 @@
 """A generic kernel's place in the model: the op call for its route, outputs given back as the
 model returned them.
 
-The op (torch.ops.autokernel.generic, autokernel.kernel_ops) takes the region's tensors as one
+The op (torch.ops.autokernel.generic, autokernel.model.kernel_ops) takes the region's tensors as one
 list and returns one tensor; a region with several outputs (the q and k of a rotary function)
 returns them flattened and concatenated, and here they are cut back into views of their own
 shapes, computed from the traced output sizes at this call's symbol values.
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from autokernel import kernel_ops
-from autokernel.kernel_ops import LoadedKernel, Router
+from autokernel.model import kernel_ops
+from autokernel.model.kernel_ops import LoadedKernel, Router
 from autokernel.specs.region import compile_expr
 
 

@@ -72,7 +72,7 @@ def _probe(owner: object, run: Callable[[], tuple[torch.Tensor, torch.Tensor]], 
         return _PROBED[owner]
     except (KeyError, TypeError):
         pass
-    from autokernel.kernel_ops import inside_op
+    from autokernel.model.kernel_ops import inside_op
 
     try:
         with torch.no_grad(), inside_op():  # the originals run unpatched, unlabelled

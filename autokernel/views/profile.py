@@ -9,10 +9,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from autokernel.profiler import (
-    Profile,
-    Row,
-)
+from autokernel.model.profiling.profile import Profile, Row
 from autokernel.specs import GENERIC, get_spec
 
 SHOWN_OTHER = 15  # 'other' rows printed; the plan keeps all of them

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from autokernel.verify import VerifyResult
+from autokernel.model.verify.verifier import VerifyResult
 from autokernel.views.console import error_text
 
 

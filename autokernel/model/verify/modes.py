@@ -26,11 +26,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from autokernel.ablation import interleaved
-from autokernel.cuda_graphs import GraphedForward
 from autokernel.harness.interleave import relative_half_spread
-from autokernel.kernel_ops import LoadedKernel, Policy
-from autokernel.patching import Patch
+from autokernel.model.kernel_ops import LoadedKernel, Policy
+from autokernel.model.patching import Patch
+from autokernel.model.verify.ablation import interleaved
+from autokernel.model.verify.cuda_graphs import GraphedForward
 from autokernel.timing import measure
 
 EAGER, PATCHED, COMPILE, COMPILE_PATCHED, CUDA_GRAPHS = (

@@ -11,7 +11,7 @@ removal speeds the forward most, repeat. The targets reaching verify each passed
 rule, so most are expected to help: backward then stops after one pass of k + 1 timings, where
 adding them one at a time from none needs k passes (k(k+1)/2 + 1 timings) to add them all. Its
 first pass also measures each target's effect with every other kernel in, the configuration the
-user gets, which is the figure the prediction uses (autokernel.prediction).
+user gets, which is the figure the prediction uses (autokernel.model.verify.prediction).
 
 Noise rule as in the loop (autokernel.run.keep_rule): the forward with and without a target are
 timed in the same rounds, interleaved, and the target stays only if the forward is faster with it

@@ -1,13 +1,14 @@
 """verify's timing: choose the kernels on the whole model in the user's mode, then time every mode.
 
-Order: (1) on a GPU, the kernel selection (autokernel.ablation) in the user's mode: eager
-compares patched forwards, compile compares compiled patched forwards, and the other mode starts
-from that choice; (2) every mode with the chosen kernels, interleaved (autokernel.verify_modes);
-(3) the no-regression guard: a patched mode that is not faster than its unpatched counterpart by
-more than the noise of the paired rounds gets no kernels, so no mode is slower than the model
-without them; (4) the graph-break check of the patched forward under torch.compile. On the CPU
-the kernels run in Triton's interpreter, whose times say nothing of GPU speed: selection and
-guard are off there unless asked for, and every kernel that ran is plugged in.
+Order: (1) on a GPU, the kernel selection (autokernel.model.verify.ablation) in the user's mode:
+eager compares patched forwards, compile compares compiled patched forwards, and the other mode
+starts from that choice; (2) every mode with the chosen kernels, interleaved
+(autokernel.model.verify.modes); (3) the no-regression guard: a patched mode that is not faster
+than its unpatched counterpart by more than the noise of the paired rounds gets no kernels, so
+no mode is slower than the model without them; (4) the graph-break check of the patched forward
+under torch.compile. On the CPU the kernels run in Triton's interpreter, whose times say nothing
+of GPU speed: selection and guard are off there unless asked for, and every kernel that ran is
+plugged in.
 """
 
 from __future__ import annotations
@@ -18,11 +19,9 @@ from typing import Any
 
 from torch import nn
 
-from autokernel.ablation import ROUNDS, Ablation, ablate
-from autokernel.kernel_ops import LoadedKernel, Policy
-from autokernel.run.keep_rule import MIN_GAIN
-from autokernel.timing import clock_name
-from autokernel.verify_modes import (
+from autokernel.model.kernel_ops import LoadedKernel, Policy
+from autokernel.model.verify.ablation import ROUNDS, Ablation, ablate
+from autokernel.model.verify.modes import (
     BASE,
     COMPILE,
     COMPILE_PATCHED,
@@ -39,6 +38,8 @@ from autokernel.verify_modes import (
     summarize,
     time_modes,
 )
+from autokernel.run.keep_rule import MIN_GAIN
+from autokernel.timing import clock_name
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 Two sources, best first:
 - whole-model effects: each kept target's measured ratio (forward without it / with it, every
-  other kernel in; autokernel.ablation), from this run or from optimized/modes.json: predicted
-  = unpatched forward / product of the ratios. It assumes the targets' effects compose, which
-  is what comparing it with the measured forward checks.
+  other kernel in; autokernel.model.verify.ablation), from this run or from
+  optimized/modes.json: predicted = unpatched forward / product of the ratios. It assumes the
+  targets' effects compose, which is what comparing it with the measured forward checks.
 - kernel speedups (Amdahl): each target's share of the eager profile and its best kernel's
   speedup where the model spends it (TargetState.model_gain). Eager only: the shares are eager
   times, and a kernel faster in isolation says nothing of what Inductor would have fused.

@@ -11,87 +11,34 @@ and with `add_compiled` what torch.compile makes of the model beside them (compi
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from autokernel.atomic import write_atomic
-from autokernel.attribution import FORWARD_LABEL, KERNEL_TYPES, Attribution, Instance, attribute
-from autokernel.compile_profile import (
+from autokernel.model.loading import LoadedModel
+from autokernel.model.profiling.attribution import (
+    FORWARD_LABEL,
+    KERNEL_TYPES,
+    Attribution,
+    Instance,
+    attribute,
+)
+from autokernel.model.profiling.compiled import (
     BY_NAMES,
     BY_RATIO,
-    CompiledFigures,
     measure_compiled,
     target_compile_ms,
 )
-from autokernel.model.profile_regions import add_regions
-from autokernel.model_input import LoadedModel
-from autokernel.module_calls import ModuleRecorder
+from autokernel.model.profiling.module_calls import ModuleRecorder
+from autokernel.model.profiling.profile import Profile, Row
+from autokernel.model.profiling.regions import add_regions
 from autokernel.specs import GENERIC
-from autokernel.stats import amdahl
 
 WARMUP = 3  # forwards before profiling
 ITERS = 5  # profiled forwards; times are per forward (mean)
 PLAN_DTYPES = ("float16", "bfloat16", "float32")  # what the harness benchmarks
-CHECK_TOLERANCE = 0.01  # attributed time must match the profiler's total within 1 %
-
-
-@dataclass
-class Row:
-    """One line of the profile: a kernel target, or an op listed as 'other'."""
-
-    kind: str  # kernel type or "other"
-    name: str  # the op or module class that owns the time
-    shape: dict[str, int]
-    dtype: str | None
-    args: dict[str, object]
-    ms: float  # per forward
-    calls: int  # per forward
-    share: float  # of the profile's total
-    where: list[str] = field(default_factory=list)  # module path patterns
-    route: str = ""  # a generic row's route key: how verify finds the same call
-    region: dict | None = None  # a generic target's traced description
-    op: str = ""  # the first computing aten op: the row's name if it stays 'other'
-
-    @property
-    def is_target(self) -> bool:
-        return self.kind in KERNEL_TYPES or (self.kind == GENERIC and self.region is not None)
-
-    def amdahl(self, speedup: float) -> float:
-        """End-to-end speedup if this row alone ran `speedup` times faster (inf: free)."""
-        return amdahl([(self.share, speedup)])
-
-
-@dataclass
-class Profile:
-    model: str
-    device: str  # "cuda" or "cpu"
-    dtype: str
-    iterations: int
-    rows: list[Row]  # ranked by time, targets and 'other' together
-    total_ms: float  # per forward: CUDA kernel time, or CPU time of the forward
-    attributed_ms: float  # per forward: the rows plus overhead, summed from self times
-    profiler_total_ms: float  # per forward: the profiler's own total of self times
-    overhead_ms: float  # per forward, CPU only: Python between ops
-    wall_ms: float  # per forward, measured with a timer around the profiled loop
-    compiled: CompiledFigures | None = None  # what torch.compile makes of the model
-    compile_note: str = ""  # why there are no compiled figures
-    notes: list[str] = field(default_factory=list)  # generic rows that could not be traced
-
-    @property
-    def targets(self) -> list[Row]:
-        return [r for r in self.rows if r.is_target]
-
-    @property
-    def consistent(self) -> bool:
-        """Nothing counted twice or lost: the attributed sum equals both totals."""
-        tol = CHECK_TOLERANCE * max(self.total_ms, 1e-9)
-        return (
-            abs(self.attributed_ms - self.total_ms) <= tol
-            and abs(self.attributed_ms - self.profiler_total_ms) <= tol
-        )
 
 
 def run_profile(

@@ -19,7 +19,7 @@ import torch
 
 from autokernel.model.aten_names import classify_op
 from autokernel.model.claims import VIEWS, generic_claims
-from autokernel.module_calls import PREFIXES, ModuleCall, ModuleRecorder
+from autokernel.model.profiling.module_calls import PREFIXES, ModuleCall, ModuleRecorder
 from autokernel.specs import GENERIC
 
 FORWARD_LABEL = "ak::forward"

@@ -8,7 +8,7 @@ ACCUMULATION_FACTOR. A replacement whose kernel never ran is an error, with the 
 fell back or that nothing in the model matched it. On a GPU a target whose best measured slower
 than eager stays with PyTorch (--keep-slower overrides). Which kernels stay is then decided on
 the whole forward in the user's mode, every mode is timed and the prediction checked
-(autokernel.verify_timing, autokernel.prediction); the decision goes to optimized/modes.json.
+(autokernel.model.verify.timing, .prediction); the decision goes to optimized/modes.json.
 """
 
 from __future__ import annotations
@@ -20,22 +20,22 @@ from typing import Any
 import torch
 from torch import nn
 
-from autokernel import mode_record, prediction
-from autokernel.ablation import ROUNDS
 from autokernel.judged import UnjudgedKernel, require_judged
-from autokernel.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.mode import Mode, default_mode
 from autokernel.model.calls import route_head
+from autokernel.model.kernel_ops import KernelLoadError, LoadedKernel, Policy, load_kernel
 from autokernel.model.kinds import KINDS
-from autokernel.model_input import place_inputs, placed_at, run_placement
-from autokernel.output_check import ACCUMULATION_FACTOR, OutputCheck, compare
-from autokernel.patching import Patch
-from autokernel.prediction import amdahl
+from autokernel.model.loading import place_inputs, placed_at, run_placement
+from autokernel.model.patching import Patch
+from autokernel.model.verify import mode_record, prediction
+from autokernel.model.verify.ablation import ROUNDS
+from autokernel.model.verify.modes import BASE, PATCHED_MODE, best_mode
+from autokernel.model.verify.outputs import ACCUMULATION_FACTOR, OutputCheck, compare
+from autokernel.model.verify.prediction import amdahl
+from autokernel.model.verify.timing import Timed, time_model
 from autokernel.run import layout
 from autokernel.specs import GENERIC, dtype_name
 from autokernel.specs.region import Region
-from autokernel.verify_modes import BASE, PATCHED_MODE, best_mode
-from autokernel.verify_timing import Timed, time_model
 
 __all__ = [
     "ACCUMULATION_FACTOR", "OutputCheck", "VerifyError", "VerifyResult", "amdahl",
@@ -69,7 +69,7 @@ class VerifyResult:
     modes: dict[str, dict] = field(default_factory=dict)  # mode -> ModeTiming as a dict
     best_mode: str | None = None
     kept: dict[str, list[str]] = field(default_factory=dict)  # eager/compile -> targets that help
-    selection: dict | None = None  # the ablation (autokernel.ablation.Ablation.to_json)
+    selection: dict | None = None  # the ablation (verify/ablation.py, Ablation.to_json)
     graph_breaks: dict[str, Any] = field(default_factory=dict)
     predicted_speedup: float | None = None  # Amdahl, from the per-kernel speedups
     expected: dict[str, float] = field(default_factory=dict)  # per target, by kernel figures
@@ -191,7 +191,7 @@ def verify_model(
 ) -> VerifyResult:
     """Eager vs patched on the same inputs, call counts, and (optionally) the kernel selection
     in `mode` (default: compile on a GPU) and every mode's timing. `select` defaults to on for
-    a CUDA model (see autokernel.verify_timing for why not on the CPU)."""
+    a CUDA model (see autokernel.model.verify.timing for why not on the CPU)."""
     if mode == "compile" and timing and not with_compile:
         raise VerifyError("mode compile needs the compile modes timed (with_compile=True)")
     inputs = place_inputs(inputs, run_placement(model, inputs)[0])
@@ -287,9 +287,9 @@ def _never_called(patch: Patch) -> list[str]:
 def verify_workspace(
     source: Any, workspace: Path, keep_slower: bool = False, **options: Any
 ) -> VerifyResult:
-    """Load the model (autokernel.model_input) and the workspace's kernels, verify, check the
+    """Load the model (autokernel.model.loading) and the workspace's kernels, verify, check the
     prediction and, where the kernel selection ran, record it in optimized/modes.json."""
-    from autokernel.model_input import ModelInputError, load_model
+    from autokernel.model.loading import ModelInputError, load_model
 
     # A workspace with nothing to verify fails now, not after a large model has loaded (which
     # kernels count depends on the model's device, so they are collected again below).

@@ -68,7 +68,7 @@ def _shapes(args: tuple, kwargs: dict) -> str:
 
 
 def _quiet() -> bool:
-    from autokernel.kernel_ops import in_op
+    from autokernel.model.kernel_ops import in_op
 
     return in_op()
 

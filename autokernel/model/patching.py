@@ -25,10 +25,10 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from autokernel import kernel_ops
-from autokernel.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.model import calls as callnames
+from autokernel.model import kernel_ops
 from autokernel.model.generic_ops import GenericRoute
+from autokernel.model.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.model.kinds import KINDS
 from autokernel.model.matcher import (
     Match,

@@ -18,11 +18,11 @@ from torch import nn
 
 from autokernel.model import calls as callnames
 from autokernel.model.capture import CaptureError, capture
-from autokernel.module_calls import ModuleRecorder
+from autokernel.model.profiling.module_calls import ModuleRecorder
 
 if TYPE_CHECKING:
-    from autokernel.model_input import LoadedModel
-    from autokernel.profiler import Profile
+    from autokernel.model.loading import LoadedModel
+    from autokernel.model.profiling.profile import Profile
 
 GENERIC_MIN_SHARE = 0.02  # of the ops' time: below, a night's gain cannot show in the model
 MAX_GENERIC = 8  # generic targets per plan: each costs a trace now and a starter in `run`

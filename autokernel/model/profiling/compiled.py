@@ -19,9 +19,9 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from autokernel.attribution import FORWARD_LABEL, KERNEL_TYPES, Instance, attribute
-from autokernel.model_input import LoadedModel
-from autokernel.module_calls import ModuleRecorder
+from autokernel.model.loading import LoadedModel
+from autokernel.model.profiling.attribution import FORWARD_LABEL, KERNEL_TYPES, Instance, attribute
+from autokernel.model.profiling.module_calls import ModuleRecorder
 
 BY_NAMES = "kernel names"  # a target's compiled time read off Inductor's kernels
 BY_RATIO = "whole-forward ratio"  # eager time x compiled/eager of the whole forward
