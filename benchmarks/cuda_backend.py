@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime as dt
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from autokernel import cuda_build  # noqa: E402
 from autokernel.harness.guards import literal_assignment  # noqa: E402
 from autokernel.harness.sandbox import Options, evaluate  # noqa: E402
 from autokernel.harness.stages import to_float64  # noqa: E402
+from autokernel.kernel_file import import_file  # noqa: E402
 from autokernel.specs import dtype_name, get_spec  # noqa: E402
 from autokernel.timing import measure  # noqa: E402
 from benchmarks import runner  # noqa: E402
@@ -57,10 +57,7 @@ TIMING_STEP_S = 6.0
 
 
 def _module(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, name)
 
 
 def cold_builds(report: Report, kinds: list[str]) -> None:

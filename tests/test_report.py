@@ -147,6 +147,11 @@ def test_report_and_verify_agree_when_the_shares_sum_past_one(tmp_path):
     assert report.amdahl == pytest.approx(2.0)
     assert prediction.amdahl(tmp_path, {"a", "b"}) == pytest.approx(report.amdahl)
     assert "scaled to 1" in report.amdahl_note
+    # verify's kept subset: the unused target's share still counts in the scale
+    assert prediction.amdahl(tmp_path, {"a"}) == pytest.approx(
+        rep.amdahl([(0.7, 2.0), (0.6, None)])
+    )
+    assert prediction.amdahl(tmp_path, {"a"}) == pytest.approx(1.3 / (0.35 + 0.6))
 
 
 def test_amdahl_uses_the_models_own_time_where_the_plan_gives_it(synthetic):

@@ -12,15 +12,13 @@ and nothing is run.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import torch
 
 from autokernel.harness.benchmark import bench_sizes
 from autokernel.harness.local import LocalProcess
 from autokernel.harness.stages import StageFailure, run_stages
 from autokernel.judged import STARTERS
+from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, Size
 
 
@@ -39,7 +37,7 @@ def warm(
     path = STARTERS / f"{spec.name}.py"
     if not path.is_file():
         return f"no shipped starter for {spec.name}"
-    module = _load(path)
+    module = import_file(path, f"autokernel_starter_{path.stem}")
     proc = LocalProcess(spec, [module], device, seed)
     ev = proc.evaluation(extra_sizes=extra_sizes, quick=quick)
     try:
@@ -51,11 +49,3 @@ def warm(
     except (StageFailure, RuntimeError) as exc:
         return f"starter warm-up stopped: {str(exc).splitlines()[0][:200] if str(exc) else exc}"
     return ""
-
-
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"autokernel_starter_{path.stem}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module

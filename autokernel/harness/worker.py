@@ -22,6 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from autokernel.atomic import write_atomic
+
 
 class Progress:
     """Writes the current phase to a file for the parent, which reads it while it waits (so a
@@ -318,8 +320,7 @@ def main() -> int:
     channel = _private_channel(work)
     force_cpu = sys.argv[2:] == ["cpu"]
     device = _prepare(force_cpu)
-    (work / "ready.tmp").write_text(device)
-    (work / "ready.tmp").replace(work / "ready")  # prestart.READY: the parent may now use it
+    write_atomic(work / "ready", device)  # prestart.READY: the parent may now use it
     requests = sys.stdin.buffer
     raw = requests.readline()
     if not raw.strip():  # the parent went away without a request: nobody else will clean up

@@ -30,7 +30,8 @@ KERNELS = "kernel speedups (Amdahl)"
 
 def _parts(workspace: Path, used: set[str]) -> list[tuple[str, float, float]]:
     """(target, share of the eager forward, speedup where the model spends it) per target in
-    `used` with a measured speedup; shares over 1 (overlapping plan entries) scaled down."""
+    `used` with a measured speedup; shares scaled by stats.share_scale over every target of
+    the plan, so that a subset's figure agrees with the report's over all of them."""
     from autokernel.run import state as run_state
 
     try:
@@ -39,17 +40,14 @@ def _parts(workspace: Path, used: set[str]) -> list[tuple[str, float, float]]:
         return []
     if state is None:
         return []
-    parts = [(ts.name, ts.target.share, ts.model_gain()) for ts in state.targets]
-    parts = [(n, share, x) for n, share, x in parts if n in used and x]
-    total = sum(share for _, share, _ in parts)
-    if total <= 0:
-        return []
-    norm = max(1.0, total)
-    return [(n, share / norm, float(x)) for n, share, x in parts]
+    scale = stats.share_scale(ts.target.share for ts in state.targets)
+    parts = [(ts.name, ts.target.share * scale, ts.model_gain()) for ts in state.targets]
+    return [(n, share, float(x)) for n, share, x in parts if n in used and x and share > 0]
 
 
 def amdahl(workspace: Path, used: set[str]) -> float | None:
-    """stats.amdahl over the run's targets in `used`; None without any speedup."""
+    """stats.amdahl over the run's targets in `used` (the others run as before); None without
+    any speedup."""
     parts = _parts(workspace, used)
     return stats.amdahl((share, s) for _, share, s in parts) if parts else None
 
