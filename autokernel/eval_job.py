@@ -49,7 +49,7 @@ def options_dict(opts: object) -> dict[str, Any]:
 def scrub_environment() -> None:
     """Drop credentials from this process's environment: a worker process or Ray actor needs
     none, and a Ray cluster started by the driver inherits the driver's keys."""
-    from autokernel.harness.sandbox import SECRET_ENV
+    from autokernel.harness.worker_env import SECRET_ENV
 
     for name in [k for k in os.environ if SECRET_ENV.search(k)]:
         del os.environ[name]

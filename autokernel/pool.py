@@ -64,7 +64,7 @@ class PoolError(Exception):
 
 
 def _env() -> dict[str, str]:
-    from autokernel.harness.sandbox import worker_env
+    from autokernel.harness.worker_env import worker_env
 
     return worker_env()  # credentials stripped; the checkout on PYTHONPATH
 

@@ -9,7 +9,8 @@ import time
 import pytest
 import torch
 
-from autokernel.harness import sandbox
+from autokernel.harness import outcome, sandbox
+from autokernel.harness import worker_env as worker_env_module
 from autokernel.harness.sandbox import KernelFileError, Options, evaluate, worker_env
 from autokernel.harness.verdict import Status
 
@@ -94,38 +95,36 @@ def test_workers_get_a_bytecode_cache_only_where_none_was_installed(tmp_path, mo
     module = tmp_path / "pkg" / "__init__.py"
     module.parent.mkdir()
     module.write_text("")
-    assert sandbox.ships_no_bytecode(str(module))
+    assert worker_env_module.ships_no_bytecode(str(module))
     pyc = module.parent / "__pycache__" / f"__init__.{sys.implementation.cache_tag}.pyc"
     pyc.parent.mkdir()
     pyc.write_bytes(b"")
-    assert not sandbox.ships_no_bytecode(str(module))
+    assert not worker_env_module.ships_no_bytecode(str(module))
 
     monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
     monkeypatch.setenv("AUTOKERNEL_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(sandbox, "ships_no_bytecode", lambda f: True)
-    env = sandbox.worker_env()
+    monkeypatch.setattr(worker_env_module, "ships_no_bytecode", lambda f: True)
+    env = worker_env_module.worker_env()
     assert "PYTHONDONTWRITEBYTECODE" not in env
     assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "cache" / "pycache")
-    monkeypatch.setattr(sandbox, "ships_no_bytecode", lambda f: False)
-    env = sandbox.worker_env()
+    monkeypatch.setattr(worker_env_module, "ships_no_bytecode", lambda f: False)
+    env = worker_env_module.worker_env()
     assert env["PYTHONDONTWRITEBYTECODE"] == "1" and "PYTHONPYCACHEPREFIX" not in env
 
 
 def test_a_keyboard_interrupt_the_candidate_raises_is_not_called_a_signal():
     """A worker that died of the candidate's own KeyboardInterrupt must not read as if someone
     pressed Ctrl-C: the agent has to learn its kernel raised it."""
-    from autokernel.harness import sandbox
-
-    out = sandbox._Outcome(
+    out = outcome.Outcome(
         None,
         "smoke",
         returncode=-2,
         stderr="Traceback (most recent call last):\nKeyboardInterrupt\n",
     )
-    message = sandbox._verdict(out, 60).message
+    message = outcome.verdict_of(out, 60).message
     assert "candidate's code raised" in message and "killed by SIGINT" not in message
-    plain = sandbox._Outcome(None, "smoke", returncode=-2, stderr="")
-    assert "killed by SIGINT" in sandbox._verdict(plain, 60).message
+    plain = outcome.Outcome(None, "smoke", returncode=-2, stderr="")
+    assert "killed by SIGINT" in outcome.verdict_of(plain, 60).message
 
 
 def test_the_judge_running_out_of_gpu_memory_is_the_kernels_crash(tmp_path, monkeypatch):

@@ -46,7 +46,7 @@ def trusted_root() -> Path:
 
 def worker_env(env: dict[str, str], work: Path, trusted: bool) -> dict[str, str]:
     """env with every cache location set for a worker of this tier. A bytecode prefix is kept
-    only where the parent asked for one (sandbox.worker_env: torch shipped without bytecode)."""
+    only where the parent asked for one (harness/worker_env.py: torch shipped without bytecode)."""
     root = trusted_root()
     out = {k: v for k, v in env.items() if k not in REPLACED}
     if trusted:

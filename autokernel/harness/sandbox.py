@@ -10,16 +10,15 @@ process decides it (judge.py): the worker only computes outputs and runs the tim
 The worker is usually pre-started (prestart.py): a fresh process that finished its imports while
 the previous request ran. The limit starts at the hand-over, so a worker's start-up never counts
 against the candidate; compare() uses and keeps the same spare, its request differs only in mode.
+What a worker run came to, when the judge gave no verdict, is outcome.py's; the worker's
+environment is worker_env.py's.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import secrets
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,14 +26,15 @@ from pathlib import Path
 
 import torch
 
-from autokernel.cache import cache_dir
 from autokernel.harness import containment, judge, prestart, trusted_baselines
 from autokernel.harness.channel import ChannelError, ChannelTimeout, read_untrusted
 from autokernel.harness.cuda_check import check_cuda_source
 from autokernel.harness.guards import UnjudgeableSource, check_source, literal_assignment
 from autokernel.harness.interleave import ROLES, ROUNDS, Comparison
+from autokernel.harness.outcome import Outcome, verdict_of
 from autokernel.harness.untrusted_text import printable, printable_json
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
+from autokernel.harness.worker_env import worker_env
 from autokernel.judged import sha256_of
 from autokernel.specs import GENERIC, KERNEL_TYPES, Size
 
@@ -42,8 +42,6 @@ DEFAULT_TIMEOUT_S = 300.0  # the candidate's share: import, five stages, benchma
 BASELINE_ALLOWANCE_S = 900.0  # extra, once per machine and size: torch.compile of baselines
 EXIT_WAIT_S = 2.0  # after its channel closed, how long a worker gets to exit by itself
 QUIET = "quiet"  # worker.await_quiet: the file that says no spare is starting any more
-SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
-REPO_ROOT = Path(__file__).resolve().parents[2]
 BACKENDS = ("triton", "cuda")
 CUDA_SOURCE = "CUDA_SOURCE"  # the module-level string literal a BACKEND = "cuda" kernel builds
 NO_GPU = ('BACKEND = "cuda" needs an NVIDIA GPU and this machine has none: run it on a GPU '
@@ -67,30 +65,6 @@ class Options:
     guards: bool = True  # False only to test the stages themselves on trusted code
     force_cpu: bool = False
     prestart: bool = True  # start the next request's worker while this one runs (prestart.py)
-
-
-def worker_env() -> dict[str, str]:
-    """The parent's environment minus anything that looks like a credential: API keys must never
-    reach candidate code."""
-    env = {k: v for k, v in os.environ.items() if not SECRET_ENV.search(k)}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    if ships_no_bytecode(torch.__file__):
-        # Every experiment starts a fresh worker, and without bytecode each one compiled
-        # torch's sources again: a spare took ~10 s to start on the H200 image we use (3.5 s
-        # with bytecode, measured on a CPU box). It is written once into our own cache, never
-        # beside the user's files.
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env.setdefault("PYTHONPYCACHEPREFIX", str(cache_dir() / "pycache"))
-    return env
-
-
-def ships_no_bytecode(module_file: str) -> bool:
-    """Whether a module was installed without its compiled bytecode (read-only or
-    --no-compile images). Where it has it, a cache of our own would only be slower."""
-    path = Path(module_file)
-    pyc = path.parent / "__pycache__" / f"{path.stem}.{sys.implementation.cache_tag}.pyc"
-    return not pyc.exists()
 
 
 def _static(path: Path, opts: Options) -> tuple[Verdict | None, str]:
@@ -191,7 +165,7 @@ def evaluate(
     on_phase = on_phase or (lambda p: None)
     trusted = trusted_baselines.prepared(req, worker_env(), BASELINE_ALLOWANCE_S, on_phase)
     out = _run_worker(req, opts, on_phase, trusted)
-    verdict = _verdict(out, opts.timeout_s)
+    verdict = verdict_of(out, opts.timeout_s)
     verdict.sandbox = containment.kind()
     verdict.backend = backend
     verdict.file, verdict.sha256 = str(path), digest
@@ -232,7 +206,7 @@ def compare(
     if isinstance(out.result, Comparison):
         result = out.result
     else:
-        result = Comparison(error=_verdict(out, opts.timeout_s).message)
+        result = Comparison(error=verdict_of(out, opts.timeout_s).message)
     result.error = printable(result.error) if result.error else result.error  # their words
     result.harness_s = time.perf_counter() - t0
     return result
@@ -247,22 +221,9 @@ def _request(opts: Options, **fields: object) -> dict:
     }  # fmt: skip
 
 
-@dataclass
-class _Outcome:
-    """What came back from one worker run."""
-
-    result: Verdict | Comparison | None  # the judge's result; None when the worker failed it
-    phase: str  # the phase it was last in; "" while the worker had not answered at all
-    timed_out: bool = False
-    returncode: int = 0
-    stderr: str = ""
-    unreadable: str = ""  # why a reply could not be read, when the worker was still alive
-    starved: str = ""  # the judge's own GPU allocation that failed while the worker held memory
-
-
 def _run_worker(
     req: dict, opts: Options, on_phase: Callable[[str], None], trusted: dict | None = None
-) -> _Outcome:
+) -> Outcome:
     """Run the request in the spare if it fits, else in a worker started now. A spare that
     exits before answering its first request never ran candidate code (OOM-killed while it
     waited, say): the request gets one more worker, so a lost spare never becomes the
@@ -291,7 +252,7 @@ def _watch(
     env: dict[str, str],
     on_phase: Callable[[str], None],
     trusted: dict,
-) -> _Outcome:
+) -> Outcome:
     """Hand the request over and judge the worker's replies (judge.py) under the time limits."""
     work, timeout_s = worker.work, opts.timeout_s
     quiet = work / QUIET  # created once no spare is starting beside this worker's timing
@@ -320,7 +281,7 @@ def _watch(
             result = judge.evaluate(link, req, trusted)
     except ChannelTimeout:
         worker.kill()
-        return _Outcome(None, link.phase, True, stderr=_tail(work / "stderr"))
+        return Outcome(None, link.phase, True, stderr=_tail(work / "stderr"))
     except ChannelError as exc:
         phase = link.phase if link.replies else ""
         try:
@@ -330,7 +291,7 @@ def _watch(
             unreadable = str(exc)  # alive, yet its reply could not be read
         worker.kill()
         code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
-        return _Outcome(None, phase, False, code, _tail(work / "stderr"), unreadable)
+        return Outcome(None, phase, False, code, _tail(work / "stderr"), unreadable)
     except torch.cuda.OutOfMemoryError as exc:
         # The GPU has no OOM killer to pick the worker: a candidate that holds the device's
         # memory makes the judge's own allocations (inputs, references, output copies) fail,
@@ -338,12 +299,12 @@ def _watch(
         worker.kill()
         torch.cuda.empty_cache()
         first = (str(exc).splitlines() or ["out of memory"])[0][:300]
-        return _Outcome(None, link.phase, stderr=_tail(work / "stderr"), starved=first)
+        return Outcome(None, link.phase, stderr=_tail(work / "stderr"), starved=first)
     worker.kill()  # reap anything the candidate left running in the group
     result.harness_s = time.monotonic() - link.start
     result.phase_s = link.phase_s()
     code = containment.exit_status(worker.proc.returncode or 0, worker.sandbox)
-    return _Outcome(result, link.phase, False, code, _tail(work / "stderr"))
+    return Outcome(result, link.phase, False, code, _tail(work / "stderr"))
 
 
 def _create(path: Path) -> None:
@@ -361,51 +322,6 @@ def _starting(beside: bool) -> bool:
     (imports, CUDA context) beside it."""
     spare = prestart.spare() if beside else None
     return spare is not None and spare.alive() and not spare.ready()
-
-
-def _verdict(out: _Outcome, timeout_s: float) -> Verdict:
-    if out.timed_out:
-        where = out.phase
-        return Verdict(
-            status=Status.TIMEOUT, message=f"TIMEOUT in {where}: no verdict after "
-            f"{timeout_s:g} s; the process group was killed",
-            failure=Check(where, "", "", False, f"killed after {timeout_s:g} s in {where}"),
-            stderr_tail=out.stderr,
-        )  # fmt: skip
-    if out.starved:
-        message = (f"the judge ran out of GPU memory while the kernel's process held it "
-                   f"({out.starved}); keep no more memory than the output")  # fmt: skip
-        return Verdict(
-            status=Status.CRASH, message=f"CRASH in {out.phase}: {message}",
-            failure=Check(out.phase, "", "", False, message), stderr_tail=out.stderr,
-        )  # fmt: skip
-    if isinstance(out.result, Verdict):
-        verdict = out.result
-        verdict.stderr_tail = out.stderr if verdict.status is not Status.PASS else ""
-        return verdict
-    where = out.phase or "start-up"
-    if out.unreadable:
-        message = f"the kernel's process sent a reply the judge cannot read: {out.unreadable}"
-        return Verdict(
-            status=Status.REJECTED, message=f"REJECTED in {where}: {message}",
-            failure=Check(where, "", "", False, message), stderr_tail=out.stderr,
-        )  # fmt: skip
-    if out.returncode < 0:
-        name = signal.Signals(-out.returncode).name
-        what = f"killed by {name}" + (" (segmentation fault)" if name == "SIGSEGV" else "")
-        if name == "SIGINT" and "KeyboardInterrupt" in out.stderr:
-            # The worker has its own session, so no Ctrl-C reaches it: Python ends a process
-            # with SIGINT when a KeyboardInterrupt (here the candidate's own) goes uncaught.
-            what = "ended by a KeyboardInterrupt the candidate's code raised"
-    else:
-        what = f"exited with code {out.returncode} without a verdict"
-    if "illegal memory access" in out.stderr:
-        what += ": illegal memory access"
-    return Verdict(
-        status=Status.CRASH, message=f"CRASH in {where}: worker {what}",
-        failure=Check(where, "", "", False, f"worker {what}\n{out.stderr[-2000:]}"),
-        stderr_tail=out.stderr,
-    )  # fmt: skip
 
 
 def _read(path: Path) -> str:

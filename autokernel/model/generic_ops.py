@@ -16,7 +16,7 @@ import torch
 
 from autokernel.model import kernel_ops
 from autokernel.model.kernel_ops import LoadedKernel, Router
-from autokernel.specs.region import compile_expr
+from autokernel.specs.size_expr import compile_expr
 
 
 @dataclass

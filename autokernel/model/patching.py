@@ -27,17 +27,12 @@ from torch.overrides import TorchFunctionMode
 
 from autokernel.model import calls as callnames
 from autokernel.model import kernel_ops
+from autokernel.model.call_matcher import match_call
 from autokernel.model.generic_ops import GenericRoute
 from autokernel.model.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.model.kinds import KINDS
-from autokernel.model.matcher import (
-    Match,
-    match_call,
-    match_function,
-    match_module,
-    mlp_linears,
-    module_kind,
-)
+from autokernel.model.match import Match
+from autokernel.model.matcher import match_function, match_module, mlp_linears, module_kind
 from autokernel.specs import GENERIC
 
 _OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)

@@ -14,7 +14,6 @@ anything else however it was written.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import math
@@ -26,8 +25,8 @@ from typing import Any
 
 import torch
 
-from autokernel import syntax
 from autokernel.specs.base import dtype_name
+from autokernel.specs.size_expr import RegionError, eval_expr
 
 # Integer and comparison operations on sizes that traced graphs use besides aten ops.
 SYM_OPS: dict[str, Callable] = {
@@ -44,66 +43,6 @@ _OP_NAME = re.compile(r"aten\.[A-Za-z0-9_]+\.[A-Za-z0-9_]+")
 _FLOATS = {torch.float16, torch.bfloat16, torch.float32}
 _OTHER = (torch.float64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 _DTYPES = {dtype_name(d): d for d in (*_FLOATS, *_OTHER)}
-_EXPR_CALLS: dict[str, Callable[..., int]] = {
-    "FloorDiv": operator.floordiv, "CleanDiv": operator.floordiv, "Mod": operator.mod,
-    "PythonMod": operator.mod, "Max": max, "Min": min, "CeilDiv": lambda a, b: -(-a // b),
-}  # fmt: skip
-_EXPR_BINOPS = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-}  # fmt: skip
-
-
-class RegionError(ValueError):
-    """A description that names something a region cannot hold, or does not fit its inputs."""
-
-
-def eval_expr(expr: str, values: Mapping[str, int]) -> int:
-    """An integer expression over symbols ('s0*s1', 'FloorDiv(s2, 2)', '8') at `values`."""
-    try:
-        tree = syntax.parse(expr, mode="eval")
-    except SyntaxError:
-        raise RegionError(f"size expression {expr!r} does not parse") from None
-    return int(_eval(tree.body, values, expr))
-
-
-def compile_expr(expr: str) -> Callable[[Mapping[str, int]], int]:
-    """eval_expr's expression parsed once: a closure over the syntax tree, which torch.compile
-    can trace where it cannot parse (verify cuts a region's outputs apart with these)."""
-    try:
-        tree = syntax.parse(expr, mode="eval").body
-    except SyntaxError:
-        raise RegionError(f"size expression {expr!r} does not parse") from None
-    eval_expr(expr, _Any())  # refuse what _eval refuses, now
-    return lambda values: int(_eval(tree, values, expr))
-
-
-class _Any(dict):
-    """Every symbol 2: enough to walk an expression's tree once."""
-
-    def __contains__(self, key: object) -> bool:
-        return True
-
-    def __getitem__(self, key: str) -> int:
-        return 2
-
-
-def _eval(node: ast.AST, values: Mapping[str, int], expr: str) -> int:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.Name) and node.id in values:
-        return values[node.id]
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_eval(node.operand, values, expr)
-    if isinstance(node, ast.BinOp) and type(node.op) in _EXPR_BINOPS:
-        left, right = _eval(node.left, values, expr), _eval(node.right, values, expr)
-        return _EXPR_BINOPS[type(node.op)](left, right)
-    if (
-        isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-        and node.func.id in _EXPR_CALLS and not node.keywords
-    ):  # fmt: skip
-        return _EXPR_CALLS[node.func.id](*(_eval(a, values, expr) for a in node.args))
-    raise RegionError(f"size expression {expr!r}: {ast.dump(node)[:80]} is not a size")
 
 
 @dataclass(frozen=True)
