@@ -50,7 +50,16 @@ class Effect:
         return self.ratio - 1.0 > max(MIN_GAIN, self.noise)
 
     def describe(self) -> str:
-        return f"{self.ratio - 1.0:+.1%} faster with it (noise ±{self.noise:.1%})"
+        gain = self.ratio - 1.0
+        way = f"{gain:.1%} faster" if gain >= 0 else f"{-gain:.1%} slower"
+        return f"{way} with it (noise ±{self.noise:.1%})"
+
+    def why_not(self) -> str:
+        """Why it does not help: it slows the forward beyond the noise, or its gain is within
+        it (or under MIN_GAIN)."""
+        if 1.0 - self.ratio > self.noise:
+            return "slower beyond the noise"
+        return "not beyond the noise"
 
 
 @dataclass
@@ -89,7 +98,7 @@ def ablate(candidates: Sequence[str], timer: Timer, mode: str, rounds: int = ROU
             break
         worst = min(losers, key=lambda e: e.ratio)  # its removal speeds the forward most
         others = f" with {', '.join(sorted(with_all - {worst.target}))}" if len(current) > 1 else ""
-        result.dropped[worst.target] = f"{worst.describe()}{others}: not beyond the noise"
+        result.dropped[worst.target] = f"{worst.describe()}{others}: {worst.why_not()}"
         current.remove(worst.target)
     result.kept = current
     return result
