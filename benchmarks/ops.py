@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import os
 import sys
@@ -39,6 +38,7 @@ if not ON_GPU:
 ROOT = Path(__file__).resolve().parents[1]
 from autokernel.agents.tuner import read_config  # noqa: E402
 from autokernel.harness.static_check import check_source  # noqa: E402
+from autokernel.kernel_file import import_file  # noqa: E402
 from autokernel.model.capture import capture  # noqa: E402
 from autokernel.model.generic_starter import starter_for  # noqa: E402
 from autokernel.specs.region import Region  # noqa: E402
@@ -77,10 +77,7 @@ def _rel_err(got: torch.Tensor, exact: torch.Tensor) -> float:
 def _load(source: str, folder: Path, name: str):
     path = folder / f"{name}.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location(f"ops_starter_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return import_file(path, f"ops_starter_{name}")
 
 
 def _tune(module, xs: list, budget_s: float) -> tuple[float, dict]:
