@@ -20,13 +20,10 @@ import torch
 from autokernel.model.aten_names import classify_op
 from autokernel.model.claims import VIEWS, generic_claims
 from autokernel.model.profiling.module_calls import PREFIXES, ModuleCall, ModuleRecorder
-from autokernel.specs import GENERIC
+from autokernel.specs import GENERIC, SPECS
 
 FORWARD_LABEL = "ak::forward"
-KERNEL_TYPES = (
-    "matmul", "flash_attention", "fused_mlp", "softmax", "layernorm", "rmsnorm",
-    "cross_entropy", "rotary_embedding", "reduce",
-)  # fmt: skip
+KERNEL_TYPES: tuple[str, ...] = tuple(SPECS)  # the nine types, from their one registry
 TARGET_KINDS = (*KERNEL_TYPES, GENERIC)
 _DTYPES = {"float": "float32", "c10::BFloat16": "bfloat16", "c10::Half": "float16",
            "double": "float64"}  # fmt: skip
