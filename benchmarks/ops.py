@@ -186,7 +186,29 @@ def markdown(meta: dict, rows: list[dict]) -> str:
                 f"{vs_c} | {r['rel_err'] if r['rel_err'] is not None else ''} | "
                 f"{str(r['note'])[:120]} |"
             )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, "", *goals(by_op)]) + "\n"
+
+
+def goals(by_op: dict[str, dict[str, dict]]) -> list[str]:
+    """Issue 15's two goals, counted over the ops with a timed tuned (else starter) kernel."""
+    faster: dict[str, list[str]] = {EAGER: [], COMPILE: []}
+    timed: dict[str, list[str]] = {EAGER: [], COMPILE: []}
+    for op, variants in by_op.items():
+        ours = (variants.get(TUNED) or variants.get(STARTER) or {}).get("us")
+        for base in (EAGER, COMPILE):
+            theirs = variants.get(base, {}).get("us")
+            if ours and theirs:
+                timed[base].append(op)
+                if ours <= theirs:
+                    faster[base].append(op)
+
+    def line(base: str, goal: str) -> str:
+        n, of = len(faster[base]), len(timed[base])
+        below = sorted(set(timed[base]) - set(faster[base]))
+        return (f"- ours ≥ {base}: {n} of {of} ops (goal: {goal})"
+                + (f"; below: {', '.join(below)}" if below else ""))  # fmt: skip
+
+    return ["## Goals (issue 15)", "", line(EAGER, "all"), line(COMPILE, "≥ 80 %")]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,3 +41,19 @@ def test_smoke_rows_starters_and_merged_shards(tmp_path):
     assert all(r["note"] == "" for r in starters)  # the static guard found nothing
     md = (tmp_path / f"h200-ops-{dt.date.today().isoformat()}.md").read_text()
     assert "| gelu_tanh |" in md and "| starter |" in md
+
+
+def test_the_goal_lines_count_the_tuned_kernel_against_each_baseline():
+    from benchmarks.ops import goals
+
+    def v(us):
+        return {"us": us}
+
+    by_op = {
+        "a": {"eager": v(10), "torch.compile": v(5), "starter": v(6), "tuned": v(4)},
+        "b": {"eager": v(10), "torch.compile": v(5), "starter": v(8)},  # no tuned: starter
+        "c": {"eager": v(10), "torch.compile": v(5), "starter": {"us": None}},  # not timed
+    }
+    eager, compiled = goals(by_op)[2:]
+    assert eager == "- ours ≥ eager: 2 of 2 ops (goal: all)"
+    assert compiled == "- ours ≥ torch.compile: 1 of 2 ops (goal: ≥ 80 %); below: b"
