@@ -36,10 +36,10 @@ SUPPORTED = ("pointwise", "reduction", "persistent_reduction")
 def build(region: Region, code: InductorCode, static: InductorCode | None = None) -> str:
     """The kernel.py text of the region's starter. `code` is Inductor's wrapper for any shape;
     `static`, where given, its wrapper for the model's own sizes and strides, which kernel_fn
-    runs at exactly those (torch.compile specializes the same way: with sizes known it fuses
-    across cat and slices and keeps whole rows on chip, where symbolic sizes make it write
-    intermediates out). A static wrapper this module cannot translate is left out: the
-    any-shape kernels then serve every shape."""
+    runs at exactly those (torch.compile specializes the same way: with sizes known Inductor
+    can keep a whole row on chip, a persistent reduction, where a symbolic size makes it loop
+    over the row). A static wrapper this module cannot translate is left out: the any-shape
+    kernels then serve every shape."""
     tree = syntax.parse(code.wrapper)
     kernels, helpers = _kernels(tree)
     host = starter_host.host(starter_host.call_function(tree), kernels, code.args)
