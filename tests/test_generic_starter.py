@@ -208,3 +208,40 @@ def test_inductors_autotuned_launch_becomes_the_at_shape_config(tmp_path):
     assert 32 in module.SEARCH_SPACE["XBLOCK_1"] and module.CONFIG["XBLOCK_0"] != 32
     x = torch.randn(4096)  # the captured shape: the at-shape kernel with XBLOCK 32
     torch.testing.assert_close(module.kernel_fn(x), torch.tanh(torch.relu(x)))
+
+
+OUTER_SUM = """
+@triton_heuristics.reduction(
+    size_hints={'x': 512, 'r0_': 4096},
+    reduction_hint=ReductionHint.OUTER,
+    filename=__file__,
+    inductor_meta={'grid_type': 'Grid1D', 'kernel_name': 'triton_red_fused_sum_0'},
+)
+@triton.jit
+def triton_red_fused_sum_0(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK : tl.constexpr,
+                           R0_BLOCK : tl.constexpr):
+    xoffset = tl.program_id(0) * XBLOCK
+    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]
+    xmask = xindex < xnumel
+    r0_base = tl.arange(0, R0_BLOCK)[None, :]
+    _tmp2 = tl.full([XBLOCK, R0_BLOCK], 0, tl.float32)
+    for r0_offset in range(0, r0_numel, R0_BLOCK):
+        r0_index = r0_offset + r0_base
+        r0_mask = r0_index < r0_numel
+        tmp0 = tl.load(in_ptr0 + (xindex + 512 * r0_index), r0_mask & xmask, other=0.0)
+        _tmp2 = _tmp2 + tmp0
+    tmp2 = tl.sum(_tmp2, 1)[:, None]
+    tl.store(out_ptr0 + (xindex), tmp2, xmask)
+"""
+
+
+def test_the_reduction_hint_is_read_where_inductor_writes_it_a_decorator_keyword():
+    """An outer reduction (hint OUTER, now a keyword of @triton_heuristics.reduction) starts
+    from many rows by few columns, not from the inner reduction's one row by 2048."""
+    from autokernel.model.starter import _kernel
+    from autokernel.model.starter_launch import tunables
+
+    kernel = _kernel("triton_red_fused_sum_0", OUTER_SUM, set())
+    assert kernel.hint == "OUTER"
+    config, _ = tunables({kernel.name: kernel}, {})
+    assert (config["XBLOCK_0"], config["R0_BLOCK_0"]) == (64, 8)
