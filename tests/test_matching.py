@@ -92,6 +92,7 @@ EXPECTED = {  # model -> the kernel types / generic targets (named for the call)
     "add_layernorm": {"Model"},  # the residual add and the norm in one region
     "new_gelu_module": {"Model"},  # the outermost region: the model around the activation
     "hf_rotary": {"apply_rotary_pos_emb"},  # a function region (its tables are per batch)
+    "hub_rotary": {"apply_rotary_pos_emb"},  # the same function inside a module object
 }
 
 
@@ -122,7 +123,7 @@ def test_tensor_methods_and_functions_are_claimed_alike():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["log_softmax", "rmsnorm_channels", "hf_rotary"])
+@pytest.mark.parametrize("name", ["log_softmax", "rmsnorm_channels", "hf_rotary", "hub_rotary"])
 def test_generic_kernels_plug_in_under_torch_compile(name, tmp_path, monkeypatch):
     """A call, a module region and a function region with two outputs: the patched model
     traces as one graph (the generic op is one node) and computes what the model does."""

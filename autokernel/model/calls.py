@@ -16,6 +16,7 @@ import json
 import re
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -204,15 +205,59 @@ def model_globals(model: nn.Module) -> list[dict]:
     return list(dicts.values())
 
 
-def model_functions(model: nn.Module) -> list[tuple[dict, str, types.FunctionType]]:
-    """(globals, name, function) for every plain function the model's modules define: what a
-    forward may call by name (transformers' apply_rotary_pos_emb, rotate_half, ...)."""
+@dataclass(frozen=True)
+class ModelFunction:
+    """A module-level function of the model's code, as its forward finds it by name. `value` is
+    what the global holds and what runs: the function itself, or an object wrapping it (recent
+    transformers turn apply_rotary_pos_emb into an nn.Module that dispatches to hub kernels when
+    the `kernels` package is installed). `function` is the plain function inside: its module,
+    name and signature identify the call, whatever wraps it."""
+
+    globals: dict
+    name: str
+    value: Callable
+    function: types.FunctionType
+
+    def swap(self, replacement: Callable) -> None:
+        self.globals[self.name] = replacement
+
+    def restore(self) -> None:
+        self.globals[self.name] = self.value
+
+
+def model_functions(model: nn.Module) -> list[ModelFunction]:
+    """Every plain function the model's modules define, bare or wrapped: what a forward may call
+    by name (transformers' apply_rotary_pos_emb, rotate_half, ...)."""
     out = []
     dicts = model_globals(model)
     own = {str(g.get("__name__")) for g in dicts}
+    submodules = {id(m) for m in model.modules()}
     for g in dicts:
         for name, value in list(g.items()):
-            if isinstance(value, types.FunctionType) and value.__module__ in own:
-                if not name.startswith("__"):
-                    out.append((g, name, value))
+            if name.startswith("__") or id(value) in submodules:
+                continue
+            fn = value if isinstance(value, types.FunctionType) else wrapped_function(value, name)
+            if fn is not None and fn.__module__ in own:
+                out.append(ModelFunction(g, name, value, fn))
     return out
+
+
+def wrapped_function(value: object, name: str) -> types.FunctionType | None:
+    """The function named `name` that a callable object wraps: through `__wrapped__`
+    (functools.wraps), `.func` (functools.partial) or a closure of its class's forward or
+    __call__ (a decorator that builds a class per function). None for anything else: classes,
+    modules, plain data."""
+    if isinstance(value, type | types.ModuleType) or not callable(value):
+        return None
+    candidates = [getattr(value, "__wrapped__", None), getattr(value, "func", None)]
+    for attr in ("forward", "__call__"):
+        method = getattr(type(value), attr, None)
+        for cell in getattr(method, "__closure__", None) or ():
+            try:
+                candidates.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                continue
+    for fn in candidates:
+        if isinstance(fn, types.FunctionType) and fn.__name__ == name:
+            return fn
+    return None

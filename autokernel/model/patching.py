@@ -225,12 +225,12 @@ class Patch:
         if self._active:  # nested (install + applied): already active
             yield
             return
-        swaps: list[tuple[dict, str, object]] = []
-        for g, name, fn in callnames.model_functions(model):
-            wrapper = self._function_wrapper(fn)
+        swapped: list[callnames.ModelFunction] = []
+        for entry in callnames.model_functions(model):
+            wrapper = self._function_wrapper(entry)
             if wrapper is not None:
-                swaps.append((g, name, fn))
-                g[name] = wrapper
+                swapped.append(entry)
+                entry.swap(wrapper)
         mode = _CallRouter(self) if self._callees else None
         self._active = True
         try:
@@ -238,21 +238,22 @@ class Patch:
                 yield
         finally:
             self._active = False
-            for g, name, fn in reversed(swaps):
-                g[name] = fn
+            for entry in reversed(swapped):
+                entry.restore()
 
-    def _function_wrapper(self, fn: types.FunctionType) -> Callable | None:
+    def _function_wrapper(self, entry: callnames.ModelFunction) -> Callable | None:
+        fn, run = entry.function, entry.value
         rotary = "rotary_embedding" in self.routers
         head = f"function:{fn.__module__}.{fn.__qualname__}"
         routes = [r for r in self.generic if callnames.route_head(r) == head]
         if not rotary and not routes:
             return None
-        if id(fn) in self._wrappers:
-            return self._wrappers[id(fn)]
+        if id(run) in self._wrappers:
+            return self._wrappers[id(run)]
 
         def wrapper(*args, **kwargs):
             if kernel_ops.in_op():
-                return fn(*args, **kwargs)
+                return run(*args, **kwargs)
             if rotary:
                 match = match_function(fn, args, kwargs)
                 if match is not None:
@@ -261,9 +262,9 @@ class Patch:
             route = self._generic_route(routes, args, kwargs)
             if route is not None:
                 return route.run(callnames.tensors_of(args, kwargs))
-            return fn(*args, **kwargs)
+            return run(*args, **kwargs)
 
-        self._wrappers[id(fn)] = wrapper
+        self._wrappers[id(run)] = wrapper
         return wrapper
 
     def call(self, func: Callable, args: tuple, kwargs: dict) -> object:

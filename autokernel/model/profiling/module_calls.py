@@ -159,37 +159,39 @@ class ModuleRecorder:
                 self._paths.pop()
                 rf.__exit__(None, None, None)
 
-    def _function(self, fn: Callable) -> Callable:
+    def _function(self, entry: callnames.ModelFunction) -> Callable:
+        fn, run = entry.function, entry.value
+
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if self.quiet or _quiet() or not callnames.tensors_of(args, kwargs):
-                return fn(*args, **kwargs)
+                return run(*args, **kwargs)
             self.quiet = True
             try:
                 call = _record(match_function(fn, args, kwargs), (args, kwargs),
                                path=self.where(),
                                cls=fn.__qualname__, route="function", inputs=_shapes(args, kwargs),
                                key=callnames.function_route(fn, args, kwargs))  # fmt: skip
-                label = self.add(call, FUNCTION_PREFIX, (fn, args, kwargs))
+                label = self.add(call, FUNCTION_PREFIX, (run, args, kwargs))
             finally:
                 self.quiet = False
             with torch.profiler.record_function(label):
-                return fn(*args, **kwargs)
+                return run(*args, **kwargs)
 
         return wrapper
 
     @contextlib.contextmanager
     def active(self) -> Iterator[None]:
         """Torch calls and the model's functions recorded for the duration."""
-        swaps = []
-        for g, name, fn in callnames.model_functions(self.model):
-            swaps.append((g, name, fn))
-            g[name] = self._function(fn)
+        swapped = []
+        for entry in callnames.model_functions(self.model):
+            swapped.append(entry)
+            entry.swap(self._function(entry))
         try:
             with _CallMode(self):
                 yield
         finally:
-            for g, name, fn in reversed(swaps):
-                g[name] = fn
+            for entry in reversed(swapped):
+                entry.restore()
 
     def remove(self) -> None:
         for h in self._handles:
