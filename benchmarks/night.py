@@ -56,8 +56,13 @@ def write_config(family: str, tiny: bool, path: Path, env: dict) -> str:
 
 
 def cli_env(import_root: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env |= {"PYTHONPATH": str(import_root), "COLUMNS": "160", "PYTHONUNBUFFERED": "1"}
+    """The environment with our package's link first on PYTHONPATH and the repository root off
+    it (other entries, such as a folder of carried wheels, stay)."""
+    env = dict(os.environ)
+    keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != ROOT]  # fmt: skip
+    env |= {"PYTHONPATH": os.pathsep.join([str(import_root), *keep]), "COLUMNS": "160",
+            "PYTHONUNBUFFERED": "1"}  # fmt: skip
     return env
 
 
