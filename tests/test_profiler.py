@@ -367,3 +367,17 @@ def test_a_target_without_recorded_dtypes_takes_the_models():
     prof = _summarize(loaded, result, wall_ms=0.02)
     got = {r.kind: r.dtype for r in prof.rows}
     assert got == {"flash_attention": "bfloat16", "other": None}
+
+
+def test_a_target_with_a_tiny_share_keeps_a_share_the_plan_reader_accepts(tmp_path):
+    """A share under 0.005 % once rounded to 0 and the run refused the plan."""
+    from autokernel.model.profiling import profiler
+    from autokernel.targets import from_plan
+
+    loaded = load_model(ModelSource(path=EXAMPLES / "single_op.py"))
+    prof = profiler.run_profile(loaded, iters=1, warmup=0)
+    for r in prof.targets:
+        r.share = 3e-6
+    plan = tmp_path / "plan.yaml"
+    profiler.write_plan(prof, plan)
+    assert all(t.share > 0 for t in from_plan(plan))

@@ -179,7 +179,9 @@ def plan_data(prof: Profile) -> dict:
             "kernel_type": r.kind,
             "shapes": [dict(r.shape)] if r.shape else [],
             "dtype": r.dtype if r.dtype in PLAN_DTYPES else None,
-            "share": round(r.share, 4),
+            # Significant digits, not decimals: a target under 0.005 % of the time rounded to a
+            # share of 0, which the plan reader rightly refuses (the run would not start).
+            "share": float(f"{r.share:.4g}"),
             "calls": r.calls,
             "ms": round(r.ms, 4),
             "args": dict(r.args),
