@@ -18,15 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import types
+import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from autokernel.model import callee_swap, kernel_ops
 from autokernel.model import calls as callnames
-from autokernel.model import kernel_ops
 from autokernel.model.call_matcher import match_call
 from autokernel.model.generic_ops import GenericRoute
 from autokernel.model.kernel_ops import LoadedKernel, Policy, Router
@@ -58,6 +60,7 @@ class Patch:
         # Torch callees the router claims, by identity: a dict lookup keyed by the function
         # object is what torch.compile traces through (names would need string handling).
         self._callees: dict[Callable, tuple[str, list[str]]] = {}
+        self._places: dict[tuple[object, str], None] = {}  # where each callee is named
         for kind in self.routers:
             for name in KINDS[kind].calls if kind in KINDS else ():
                 self._claim_callee(name, None)
@@ -72,13 +75,18 @@ class Patch:
         # One wrapper per swapped function for the Patch's life: torch.compile guards on the
         # identity of the globals it traced, so a fresh wrapper per forward would recompile.
         self._wrappers: dict[int, Callable] = {}
+        # Per model, what its forwards swap: scanning the model's modules' globals took
+        # 0.2-0.7 ms (a 4-layer HF model, 2-core CPU), a cost every patched forward paid.
+        self._swaps: weakref.WeakKeyDictionary[nn.Module, _ModelSwaps] = weakref.WeakKeyDictionary()
 
     def _claim_callee(self, name: str, route: str | None) -> None:
-        func = callnames.resolve(name)
-        if func is None:
+        func = callee_swap.original(callnames.resolve(name))
+        place = callee_swap.owner_of(name)
+        if func is None or place is None:
             if route is not None:
                 self.notes.append(f"{name}: not reachable by name, left to PyTorch")
             return
+        self._places[place] = None
         entry = self._callees.setdefault(func, (name, []))
         if route is not None:
             entry[1].append(route)
@@ -101,11 +109,12 @@ class Patch:
             r.fallbacks.clear()
 
     @contextlib.contextmanager
-    def applied(self, model: nn.Module) -> Iterator[nn.Module]:
-        """Modules patched and calls routed for the block (compile the model inside it)."""
+    def applied(self, model: nn.Module, traced: bool = False) -> Iterator[nn.Module]:
+        """Modules patched and calls routed for the block; `traced` when the model is
+        torch.compile'd inside it (see functions_active)."""
         undo = self.patch_modules(model)
         try:
-            with self.functions_active(model):
+            with self.functions_active(model, traced=traced):
                 yield model
         finally:
             undo()
@@ -221,25 +230,50 @@ class Patch:
     # ---- calls and functions ------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def functions_active(self, model: nn.Module) -> Iterator[None]:
+    def functions_active(self, model: nn.Module, traced: bool | None = None) -> Iterator[None]:
+        """The model's functions swapped and the claimed torch calls routed for the block.
+        `traced`: torch.compile will trace the forward (default: whether it is tracing now);
+        then a TorchFunctionMode routes the calls, which Dynamo traces once. In an eager
+        forward the callees' attributes are swapped instead (autokernel.model.callee_swap),
+        so the forward's other torch calls cost what they cost unpatched."""
         if self._active:  # nested (install + applied): already active
             yield
             return
-        swapped: list[callnames.ModelFunction] = []
-        for entry in callnames.model_functions(model):
-            wrapper = self._function_wrapper(entry)
-            if wrapper is not None:
-                swapped.append(entry)
-                entry.swap(wrapper)
-        mode = _CallRouter(self) if self._callees else None
+        if traced is None:
+            traced = torch.compiler.is_compiling()
+        swaps = self._swaps.get(model)
+        if swaps is None:
+            swaps = self._swaps[model] = self._model_swaps(model)
+        for entry, wrapper in swaps.functions:
+            entry.swap(wrapper)
+        if not self._callees:
+            calls: contextlib.AbstractContextManager = contextlib.nullcontext()
+        elif traced:
+            calls = _CallRouter(self)
+        else:
+            calls = callee_swap.routed(swaps.places, self.call)
         self._active = True
         try:
-            with mode if mode is not None else contextlib.nullcontext():
+            with calls:
                 yield
         finally:
             self._active = False
-            for entry in reversed(swapped):
+            for entry, _ in reversed(swaps.functions):
                 entry.restore()
+
+    def _model_swaps(self, model: nn.Module) -> _ModelSwaps:
+        functions = []
+        for entry in callnames.model_functions(model):
+            wrapper = self._function_wrapper(entry)
+            if wrapper is not None:
+                functions.append((entry, wrapper))
+        places = list(self._places)
+        # Names the model's modules bound to a claimed callee (`from torch.nn.functional
+        # import scaled_dot_product_attention`) are swapped too.
+        for g in callnames.model_globals(model):
+            places += [(g, n) for n, v in list(g.items())
+                       if callable(v) and callee_swap.original(v) in self._callees]  # fmt: skip
+        return _ModelSwaps(functions, places)
 
     def _function_wrapper(self, entry: callnames.ModelFunction) -> Callable | None:
         fn, run = entry.function, entry.value
@@ -281,6 +315,12 @@ class Patch:
         if route is not None:
             return route.run(callnames.tensors_of(args, kwargs))
         return func(*args, **kwargs)
+
+
+@dataclass
+class _ModelSwaps:
+    functions: list[tuple[callnames.ModelFunction, Callable]]
+    places: list[tuple[object, str]]
 
 
 class _CallRouter(TorchFunctionMode):

@@ -84,7 +84,7 @@ class Variant:
         with torch.no_grad():
             if self.patch is None:
                 return self.fn(*self.inputs)
-            with self.patch.functions_active(self.model):
+            with self.patch.functions_active(self.model, traced=self.compiled):
                 return self.fn(*self.inputs)
 
     def close(self) -> None:
@@ -173,7 +173,7 @@ def graph_breaks(variant: Variant) -> tuple[int, list[str]]:
     if variant.patch is None:
         out = explain()
     else:
-        with variant.patch.functions_active(variant.model):
+        with variant.patch.functions_active(variant.model, traced=True):
             out = explain()
     reasons = [str(getattr(r, "reason", r)).splitlines()[0] for r in out.break_reasons]
     return int(out.graph_break_count), list(dict.fromkeys(reasons))[:3]

@@ -1,0 +1,117 @@
+"""Eager patched forwards route the claimed torch calls by swapping their attributes: the
+forward's other torch calls stay C calls (no TorchFunctionMode), other threads see torch as it
+is, and everything is restored after."""
+
+from __future__ import annotations
+
+import threading
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autokernel import reference
+from autokernel.model import callee_swap
+from autokernel.model.kernel_ops import LoadedKernel
+from autokernel.model.patching import Patch
+
+
+def test_claimed_calls_reach_the_router_and_the_rest_is_untouched():
+    seen = []
+
+    def router(callee, args, kwargs):
+        seen.append(callee)
+        return callee(*args, **kwargs)
+
+    originals = (torch.softmax, torch.Tensor.softmax, torch.Tensor.view)
+    places = [(torch, "softmax"), (torch.Tensor, "softmax")]
+    x = torch.randn(2, 3)
+    with callee_swap.routed(places, router):
+        torch.softmax(x, -1)
+        x.softmax(-1)
+        x.view(3, 2)
+        assert torch.Tensor.view is originals[2]
+    assert seen == [originals[0], originals[1]]
+    assert (torch.softmax, torch.Tensor.softmax, torch.Tensor.view) == originals
+    assert "softmax" not in vars(torch.Tensor)  # inherited before, inherited after
+
+
+def test_another_thread_sees_the_original_callee_while_one_forward_is_routed():
+    routed_calls, other = [], []
+    inside, done = threading.Event(), threading.Event()
+
+    def router(callee, args, kwargs):
+        routed_calls.append(1)
+        return callee(*args, **kwargs)
+
+    def other_thread():
+        inside.wait(5)
+        other.append(torch.softmax(torch.ones(2), -1))
+        done.set()
+
+    t = threading.Thread(target=other_thread)
+    t.start()
+    with callee_swap.routed([(torch, "softmax")], router):
+        inside.set()
+        done.wait(5)
+        torch.softmax(torch.ones(2), -1)
+    t.join()
+    assert len(routed_calls) == 1 and len(other) == 1
+
+
+def test_overlapping_forwards_restore_only_when_the_last_leaves():
+    original = torch.softmax
+    a = callee_swap.routed([(torch, "softmax")], lambda c, a, k: c(*a, **k))
+    b = callee_swap.routed([(torch, "softmax")], lambda c, a, k: c(*a, **k))
+    a.__enter__()
+    b.__enter__()
+    a.__exit__(None, None, None)
+    assert torch.softmax is not original  # b still routes
+    b.__exit__(None, None, None)
+    assert torch.softmax is original
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.modes: list[bool] = []
+
+    def forward(self, x):
+        self.modes.append(torch._C._is_torch_function_mode_enabled())
+        return F.softmax(x.view(x.shape[0], -1) * 2, dim=-1)
+
+
+def test_an_eager_patched_forward_runs_without_a_torch_function_mode():
+    net = _Net()
+    patch = Patch([LoadedKernel("softmax", "softmax", reference.softmax, None, [])])
+    undo = patch.install(net)
+    try:
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            got = net(x)
+        # the kernel ran, and the forward's own calls (view, mul, shape) met no mode
+        assert patch.counts()["softmax"]["kernel"] == 1 and net.modes == [False]
+        torch.testing.assert_close(got, torch.softmax(x * 2, -1))
+    finally:
+        undo()
+        patch.close()
+    assert F.softmax is callee_swap.original(F.softmax)
+
+
+def test_the_model_is_scanned_for_its_functions_once_not_every_forward(monkeypatch):
+    from autokernel.model import calls as callnames
+
+    scans = []
+    real = callnames.model_functions
+    monkeypatch.setattr(callnames, "model_functions", lambda m: scans.append(m) or real(m))
+    net = _Net()
+    patch = Patch([LoadedKernel("softmax", "softmax", reference.softmax, None, [])])
+    undo = patch.install(net)
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                net(torch.randn(2, 4))
+    finally:
+        undo()
+        patch.close()
+    assert len(scans) == 1 and patch.counts()["softmax"]["kernel"] == 3
