@@ -67,9 +67,10 @@ def cli_env(import_root: Path) -> dict[str, str]:
 
 
 def import_root() -> Path:
-    """A folder holding only a link to our package (see the module docstring)."""
+    """A folder holding only links to our packages (see the module docstring)."""
     d = Path(tempfile.mkdtemp(prefix="autokernel-import-"))
-    (d / "autokernel").symlink_to(ROOT / "autokernel", target_is_directory=True)
+    for package in ("autokernel", "benchmarks"):
+        (d / package).symlink_to(ROOT / package, target_is_directory=True)
     return d
 
 
@@ -119,11 +120,27 @@ def night(family: str, args: argparse.Namespace, env: dict) -> dict:
                *(["--cuda-graphs"] if args.cuda_graphs else []))  # fmt: skip
     if not (ws / "verify.json").exists():
         return row | {"failed": "verify", "log": log}
+    if args.diagnose:
+        cmd = [sys.executable, "-m", "benchmarks.forward_time", *model, "--workspace", str(ws),
+               "--json", "forward.json", "--commit", args.commit or runner.tree_commit(),
+               *(["--results", str(args.results)] if args.results else [])]  # fmt: skip
+        t0 = time.perf_counter()
+        diag = subprocess.run(cmd, cwd=ws, env=env, capture_output=True, text=True,
+                              timeout=STEP_TIMEOUT_S)  # fmt: skip
+        log.append(f"$ python -m benchmarks.forward_time ...  # rc {diag.returncode}, "
+                   f"{time.perf_counter() - t0:.0f} s")  # fmt: skip
+        log += ["    " + line for line in (diag.stdout + diag.stderr).strip().splitlines()[-12:]]
+        if (ws / "forward.json").exists():
+            row["forward_time"] = json.loads((ws / "forward.json").read_text())
     v = json.loads((ws / "verify.json").read_text())
     row |= {
         "verify_rc": out.returncode,
         "outputs_match": v.get("outputs_match"),
         "plugged_in": sorted(k for k, c in v["calls"].items() if c.get("kernel", 0) > 0),
+        "calls": {
+            k: {"kernel": c.get("kernel", 0), "fallback": c.get("fallback", 0)}
+            for k, c in v["calls"].items()
+        },
         "modes": {m: round(t["ms"], 4) for m, t in v.get("modes", {}).items()},
         "kept": v.get("kept", {}),
         "best_mode": v.get("best_mode"),
@@ -157,6 +174,9 @@ def markdown(rows: list[dict], env: dict) -> str:
             lines.append(f"- kept for speed: {r['kept']}; best mode: {r['best_mode']}")
             lines.append("- ms per forward: " + ", ".join(f"{m} {ms:.3f}"
                                                          for m, ms in r["modes"].items()))  # fmt: skip
+            for f in r.get("forward_time", []):
+                lines.append(f"- {f['variant']}: wall {f['wall_ms']:.3f} ms, host {f['host_ms']:.3f}"
+                             f" ms, GPU {f['gpu_ms']:.3f} ms")  # fmt: skip
             for p in r["predictions"]:
                 lines.append(f"- prediction ({p['source']}, {p['mode']}): {p['predicted_ms']:.3f} "
                              f"ms vs {p['measured_ms']:.3f} measured ({p['miss']:+.0%})")  # fmt: skip
@@ -176,6 +196,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="verify's selection mode")  # fmt: skip
     ap.add_argument("--cuda-graphs", action="store_true")
     ap.add_argument("--quick", action="store_true", help="run --quick")
+    ap.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="after verify, host and GPU time per forward (benchmarks.forward_time)",
+    )
     ap.add_argument("--tiny", action="store_true", help="tiny configs (CPU check)")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
     args = runner.add_arguments(ap).parse_args(argv)

@@ -35,3 +35,13 @@ def test_the_report_says_what_was_planned_and_plugged_in():
     assert "eager 2.000, patched 2.100" in text
     failed = night.markdown([{"model": "llama", "input": "1x8", "failed": "run"}], env)
     assert "failed at: run" in failed
+
+
+def test_a_forward_is_called_host_bound_when_its_wall_time_is_its_host_time():
+    from benchmarks import forward_time
+
+    rows = [{"variant": "eager", "wall_ms": 7.5, "host_ms": 7.2, "gpu_ms": 6.1},
+            {"variant": "compile", "wall_ms": 1.9, "host_ms": 0.3, "gpu_ms": 1.8}]  # fmt: skip
+    text = forward_time.markdown("gpt2", rows)
+    assert "| eager | 7.500 | 7.200 | 6.100 | host |" in text
+    assert "| compile | 1.900 | 0.300 | 1.800 | GPU |" in text
