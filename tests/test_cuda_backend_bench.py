@@ -109,3 +109,22 @@ def test_cold_builds_record_each_starter_and_survive_one_that_fails(tmp_path, mo
     (error,) = report.errors
     assert error.startswith("cross_entropy build: CudaBuildError: nvcc: line 3: error: planted")
     assert len(calls) == 5  # cold and cached for the two that built, one failed attempt
+
+
+def test_the_timing_plan_measures_the_goal_figures_first():
+    """A budget that runs out must cut the comparisons, not the figures the goals are judged
+    by: every CUDA starter at every benchmark size with its ceiling, before any Triton run."""
+    plan = cuda_backend.timing_plan(list(cuda_backend.TYPES))
+    assert plan[0] == ("matmul", cuda_backend.MATMUL_GOAL, (rep.CUDA, "eager"))
+    assert plan[1][:2] == ("matmul", {"M": 4095, "N": 4097, "K": 4096})
+    first_triton = next(i for i, step in enumerate(plan) if rep.TRITON in step[2])
+    for kind in cuda_backend.TYPES:
+        spec = cuda_backend.get_spec(kind)
+        if spec.bound != "memory":
+            continue
+        for size in spec.gpu.bench:
+            step = (kind, size, (rep.CUDA, cuda_backend.COPY))
+            assert step in plan and plan.index(step) < first_triton, step
+            assert (kind, size, (rep.TRITON, "eager")) in plan
+    matmul_sizes = [s for k, s, v in plan if k == "matmul" and rep.CUDA in v]
+    assert len(matmul_sizes) == len(set(map(str, matmul_sizes)))  # each timed once

@@ -54,12 +54,25 @@ def test_rowwise_starters_match_the_reference(kind, shape, dtype):
     _check(kind, *args[kind])
 
 
-@pytest.mark.parametrize("kind", ["rmsnorm", "softmax", "reduce"])
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm", "softmax", "reduce"])
 def test_rowwise_starters_take_views_at_odd_offsets(kind):
     base = torch.randn(64, 1001, device="cuda", dtype=torch.bfloat16)
     x = base[:, 1:]  # rows 2 bytes past each 16-byte boundary, and a row stride of 1001
     w = torch.ones(1000, device="cuda", dtype=torch.bfloat16)
-    _check(kind, *{"rmsnorm": (x, w, 1e-6), "softmax": (x,), "reduce": (x,)}[kind])
+    b = torch.zeros(1000, device="cuda", dtype=torch.bfloat16)
+    args = {"rmsnorm": (x, w, 1e-6), "layernorm": (x, w, b, 1e-5), "softmax": (x,), "reduce": (x,)}
+    _check(kind, *args[kind])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+def test_norm_weights_off_a_16_byte_boundary_are_read_at_each_row_offset(kind, dtype):
+    """Rows of 50257 start at every offset from a 16-byte boundary; the weight and bias, here
+    views one element in, are read shifted by that offset."""
+    x = torch.randn(24, 50257, device="cuda").to(dtype)
+    w = (1 + 0.1 * torch.randn(50258, device="cuda")).to(dtype)[1:]
+    b = (0.1 * torch.randn(50258, device="cuda")).to(dtype)[1:]
+    _check(kind, *{"rmsnorm": (x, w, 1e-6), "layernorm": (x, w, b, 1e-5)}[kind])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -102,3 +104,36 @@ def test_cuda_kernel_without_a_source_literal_is_rejected(tmp_path):
                     "def kernel_fn(x):\n    return x\n")  # fmt: skip
     verdict = evaluate(path, Options(prestart=False))
     assert verdict.status is Status.REJECTED and "string literal" in verdict.message
+
+
+ROW_STARTERS = ("rmsnorm", "layernorm", "softmax", "reduce", "cross_entropy")
+WRITES_ROWS = ("rmsnorm", "layernorm", "softmax")
+
+
+def _nvcc(source: str, config: dict, tmp_path: Path, *flags: str) -> tuple[str, Path]:
+    """nvcc's report and output path for the source at config, with extra flags."""
+    src = tmp_path / "k.cu"
+    src.write_text(source)
+    out = tmp_path / "k.out"
+    argv = [nvcc_or_skip(), *cuda_build.BASE_FLAGS, f"-arch={ARCH}",
+            *cuda_build.define_flags(config), *flags, "-o", str(out), str(src)]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout + done.stderr, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ROW_STARTERS)
+def test_row_starters_move_16_byte_vectors_without_spilling(kind, tmp_path):
+    """At its CONFIG each row-wise starter loads (and stores) rows as 128-bit accesses and keeps
+    every value in registers: a struct of bf16 copied element by element, or a register array
+    indexed at run time, shows here before it costs 3x on the GPU."""
+    source, config, _ = _literals(ROOT / "kernels" / "cuda" / f"{kind}.py")
+    report, _ = _nvcc(source, config, tmp_path, "-Xptxas", "-v")
+    spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
+    assert spills and all(s == ("0", "0") for s in spills), report
+    _, ptx = _nvcc(source, config, tmp_path, "-ptx")
+    text = ptx.read_text()
+    assert "ld.global.nc.v4.u32" in text
+    if kind in WRITES_ROWS:
+        assert "st.global.v4.u32" in text

@@ -89,3 +89,41 @@ def test_expf_is_exact_and_the_intrinsic_is_ex2_approx(tmp_path):
         counts[fn] = (ptx.count("ex2.approx"), ptx.count("fma.rn"))
     assert counts["__expf"] == (1, 0)
     assert counts["expf"][0] == 1 and counts["expf"][1] >= 2
+
+
+_VECTORS = r"""
+extern "C" __global__ void copy16(const uint4* x, uint4* y) {
+  y[threadIdx.x] = __ldg(x + threadIdx.x);
+}
+"""
+
+
+def test_uint4_moves_16_bytes_in_one_access(tmp_path):
+    assert "`ld.global.nc.v4.u32`, `st.global.v4.u32`" in _section()
+    ptx = tmp_path / "k.ptx"
+    done = subprocess.run([nvcc_or_skip(), "-ptx", "-O3", "-arch=sm_90a", "-o", str(ptx), "-x",
+                           "cu", "-"], input=_VECTORS, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = ptx.read_text()
+    assert "ld.global.nc.v4.u32" in text and "st.global.v4.u32" in text
+
+
+def test_launch_bounds_with_blocks_per_sm_cap_the_registers():
+    """__launch_bounds__(T, 1024 / T) holds a register-hungry kernel to 64 a thread."""
+    assert "`__launch_bounds__(T, 1024 / T)` caps a thread at 64 registers" in _section()
+    source = r"""
+extern "C" __global__ void __launch_bounds__(512, 2) k(const float4* x, float* y) {
+  float4 r[24];
+#pragma unroll
+  for (int i = 0; i < 24; ++i) r[i] = x[threadIdx.x + i * 512];
+  float s = 0.f;
+#pragma unroll
+  for (int i = 0; i < 24; ++i) s += r[i].x * r[i].y + r[i].z * r[i].w;
+  y[threadIdx.x] = s;
+}
+"""
+    done = _compiles(source, "sm_90a", "-cubin", "-Xptxas", "-v")
+    assert done.returncode == 0, done.stderr
+    used = [int(n) for n in re.findall(r"Used (\d+) registers", done.stdout + done.stderr)]
+    assert used and max(used) <= 64

@@ -1,15 +1,16 @@
 """RMSNorm in CUDA C++: y = x * rsqrt(mean(x^2) + eps) * weight over the last dim, any leading
 dims flattened to rows; statistics in fp32, one cast when storing.
 
-A group of G threads owns one row (G a power of two: a slice of a warp for narrow rows, many
-rows to a block; the whole block for wide ones). Each thread walks its row in 16-byte vectors
-from the aligned address at or before the row start, so odd widths (50257) still move whole
-vectors and only the first and last vector of a row are masked. The first ITEMS vectors of each
-thread stay in registers between the sum of squares and the scaling: a row of up to
-G * ITEMS vectors is read once (one pass); wider rows read the rest again.
-Sums are warp shuffles (and one shared-memory step across warps), in a fixed order, so the
-result is bitwise deterministic. Views whose rows sit at other 16-byte offsets than the output's
-take the scalar instantiation (VEC = 1) of the same code.
+A group of G threads owns one row: a slice of a warp for narrow rows (many rows to a block), the
+whole block for wide ones. The row is walked in 16-byte vectors from the 16-byte boundary at or
+before its start, so an odd width (50257) still moves whole 128-bit loads and stores; only the
+first and last vector of a row are partial (masked in the sum, stored element by element).
+Thread t of the group owns vectors t, t + G, t + 2G, ... (its slots): the first ITEMS slots stay
+in registers, the next ones in shared memory (up to SMEM_KB per block), so a row that fits is
+read from memory once; slots beyond that are read again for the output. Sums are shuffles (and
+one shared-memory step across warps) in a fixed order: bitwise deterministic.
+The weight is read at the row's own offset from a 16-byte boundary (rows of an odd width sit at
+any of the 8 offsets): two aligned weight vectors, shifted by a compile-time amount.
 """
 
 import torch
@@ -19,170 +20,246 @@ from autokernel.cuda_build import load
 KERNEL_TYPE = "rmsnorm"
 BACKEND = "cuda"
 # Tunables; the builder passes each as a -D define, and kernel_fn reads them for the launch.
-# ITEMS: 16-byte vectors a thread keeps in registers (row cached on chip up to G * ITEMS);
-# MAX_THREADS: most threads on one row; NARROW_BLOCK: block size when a row needs a warp or less.
-CONFIG = {"ITEMS": 4, "MAX_THREADS": 1024, "NARROW_BLOCK": 256}
+# ITEMS: 16-byte vectors a thread keeps in registers; MAX_THREADS: most threads on one row;
+# NARROW_BLOCK: block size when a row needs a warp or less; SMEM_KB: shared memory a block may
+# use for the slots of its row beyond the registers.
+CONFIG = {"ITEMS": 6, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96}
 SEARCH_SPACE = {
-    "ITEMS": [1, 2, 4, 8, 16],
+    "ITEMS": [2, 4, 6, 8],
     "MAX_THREADS": [128, 256, 512, 1024],
-    "NARROW_BLOCK": [64, 128, 256, 512, 1024],
+    "NARROW_BLOCK": [64, 128, 256, 512],
+    "SMEM_KB": [0, 48, 96, 192],
 }
 
 CUDA_SOURCE = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 
+// The larger of the two block sizes kernel_fn launches, and room for 1024 / BOUND blocks: a cap
+// of 64 registers a thread (the 64K-register file over 1024 threads), so two 512-thread rows or
+// eight 128-thread rows are resident on an SM together.
 #define BOUND (MAX_THREADS > NARROW_BLOCK ? MAX_THREADS : NARROW_BLOCK)
+#define MIN_BLOCKS (1024 / BOUND)
 
-template <typename T> __device__ __forceinline__ float to_f(T v) { return (float)v; }
-template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
-template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <typename T> __device__ __forceinline__ T from_f(float v) { return (T)v; }
-template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
+// One 16-byte vector of T as VEC floats, and back. The 16 bytes travel as a uint4, so every
+// load and store is a single 128-bit instruction (LDG.E.128 / STG.E.128 in SASS; a struct of
+// eight __nv_bfloat16 filled element by element compiled to eight 2-byte stores in one
+// kernel). at(w, q): element q of the words w[0..7] (two vectors).
+template <typename T> struct Cvt;
+template <> struct Cvt<float> {
+  static constexpr int VEC = 4;
+  static __device__ __forceinline__ float at(const unsigned* w, int q) {
+    return __uint_as_float(w[q]);
+  }
+  static __device__ __forceinline__ uint4 pack(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+  }
+  static __device__ __forceinline__ float from(float v) { return v; }
+};
+template <> struct Cvt<__nv_bfloat16> {
+  static constexpr int VEC = 8;
+  static __device__ __forceinline__ float at(const unsigned* w, int q) {
+    return __uint_as_float(q % 2 ? w[q / 2] & 0xffff0000u : w[q / 2] << 16);
+  }
+  static __device__ __forceinline__ unsigned two(float a, float b) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // a in the low half
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+  static __device__ __forceinline__ uint4 pack(const float* f) {
+    return make_uint4(two(f[0], f[1]), two(f[2], f[3]), two(f[4], f[5]), two(f[6], f[7]));
+  }
+  static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+};
+template <> struct Cvt<__half> {
+  static constexpr int VEC = 8;
+  static __device__ __forceinline__ float at(const unsigned* w, int q) {
+    const unsigned bits = q % 2 ? w[q / 2] >> 16 : w[q / 2] & 0xffffu;
+    return __half2float(__ushort_as_half((unsigned short)bits));
+  }
+  static __device__ __forceinline__ unsigned two(float a, float b) {
+    const __half2 h = __floats2half2_rn(a, b);  // a in the low half
+    return *reinterpret_cast<const unsigned*>(&h);
+  }
+  static __device__ __forceinline__ uint4 pack(const float* f) {
+    return make_uint4(two(f[0], f[1]), two(f[2], f[3]), two(f[4], f[5]), two(f[6], f[7]));
+  }
+  static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
+};
 
-template <typename T, int N> struct alignas(sizeof(T) * N) Pack { T v[N]; };
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& r, float* f) {
+  const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+  for (int j = 0; j < Cvt<T>::VEC; ++j) f[j] = Cvt<T>::at(w, j);
+}
 
 // Sum over a group of g lanes (g a power of two up to 32, aligned within the warp). Every lane
-// of the warp must take part: callers finish their row's work before returning.
+// of the warp takes part, rows past the end included, so the full mask holds.
 __device__ __forceinline__ float group_sum(float v, int g) {
   for (int off = g >> 1; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
 
-// Sum over the whole block (blockDim a multiple of 32); every thread gets the total.
+// Sum over the whole block (blockDim a multiple of 32); every thread gets the same total.
 __device__ __forceinline__ float block_sum(float v, float* red) {
   v = group_sum(v, 32);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();  // red may still be read by an earlier reduction
   if (lane == 0) red[warp] = v;
   __syncthreads();
   v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.f;
   return group_sum(v, 32);
 }
 
-template <typename T, int VEC>
-__device__ __forceinline__ void rmsnorm_rows(
-    const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, long long rows,
-    long long cols, long long xs, long long ys, float eps, int g, int w_vec) {
+// f(vector, k) for each vector k of this thread's slots in order: slot s is vector t + s * g,
+// in registers for s < ITEMS, in shared memory for the next smem_items, else loaded again.
+template <typename F>
+__device__ __forceinline__ void each_slot(const uint4 (&reg)[ITEMS], const uint4* stash,
+                                          int smem_items, const uint4* __restrict__ xv,
+                                          int nvec, int t, int g, F&& f) {
+#pragma unroll
+  for (int s = 0; s < ITEMS; ++s) {
+    const int k = t + s * g;
+    if (k < nvec) f(reg[s], k);
+  }
+#pragma unroll 4
+  for (int s = ITEMS, k = t + ITEMS * g; k < nvec; ++s, k += g)
+    f(s < ITEMS + smem_items ? stash[(s - ITEMS) * g + t] : __ldg(xv + k), k);
+}
+
+// Squares of the elements of vector k that lie in the row (columns k * VEC - mis + j).
+template <typename T>
+__device__ __forceinline__ float sum_squares(const uint4& v, int k, int mis, int cols) {
+  constexpr int VEC = Cvt<T>::VEC;
+  float f[VEC];
+  unpack<T>(v, f);
+  const int e0 = k * VEC - mis;
+  float s = 0.f;
+  if (e0 >= 0 && e0 + VEC <= cols) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) s = fmaf(f[j], f[j], s);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) s = (e0 + j >= 0 && e0 + j < cols) ? fmaf(f[j], f[j], s) : s;
+  }
+  return s;
+}
+
+// y for vector k of a row at MIS elements past a 16-byte boundary: the weight of columns
+// k * VEC - MIS + j is the last MIS elements of w's aligned vector k - 1, then the first
+// VEC - MIS of vector k (MIS a template argument: the shift is register renaming). Aligned
+// weight vectors that hold a column of the row cannot fault, even where they run past its end.
+template <typename T, int MIS>
+__device__ __forceinline__ void emit(const uint4& v, int k, int cols, float rstd,
+                                     const uint4* __restrict__ wv, uint4* yv, T* yr) {
+  constexpr int VEC = Cvt<T>::VEC;
+  const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+  const uint4 lo = (MIS > 0 && k > 0) ? __ldg(wv + k - 1) : zero;
+  const uint4 hi = (k * VEC < cols) ? __ldg(wv + k) : zero;
+  const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+  float f[VEC];
+  unpack<T>(v, f);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) f[j] = f[j] * rstd * Cvt<T>::at(w, VEC - MIS + j);
+  const int e0 = k * VEC - MIS;
+  if (e0 >= 0 && e0 + VEC <= cols) {
+    yv[k] = Cvt<T>::pack(f);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      if (e0 + j >= 0 && e0 + j < cols) yr[e0 + j] = Cvt<T>::from(f[j]);
+  }
+}
+
+// The output pass over a thread's slots, emit<T, mis> for the run-time offset mis (uniform
+// across the row's threads).
+template <typename T, int MIS = 0>
+__device__ __forceinline__ void emit_at(int mis, const uint4 (&reg)[ITEMS], const uint4* stash,
+                                        int smem_items, const uint4* __restrict__ xv, int nvec,
+                                        int t, int g, int cols, float rstd,
+                                        const uint4* __restrict__ wv, uint4* yv, T* yr) {
+  if constexpr (MIS < Cvt<T>::VEC) {
+    if (mis == MIS)
+      each_slot(reg, stash, smem_items, xv, nvec, t, g, [&](const uint4& v, int k) {
+        emit<T, MIS>(v, k, cols, rstd, wv, yv, yr);
+      });
+    else
+      emit_at<T, MIS + 1>(mis, reg, stash, smem_items, xv, nvec, t, g, cols, rstd, wv, yv, yr);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w,
+                                             T* __restrict__ y, long long rows, int cols,
+                                             long long xs, long long ys, float eps, int g,
+                                             int smem_items) {
+  constexpr int VEC = Cvt<T>::VEC;
+  extern __shared__ uint4 stash[];  // slots ITEMS .. ITEMS + smem_items - 1 of every thread
   __shared__ float red[32];
   const long long row = (long long)blockIdx.x * (blockDim.x / g) + threadIdx.x / g;
   const int t = threadIdx.x % g;
   const bool valid = row < rows;
   const T* xr = x + (valid ? row : 0) * xs;
   T* yr = y + (valid ? row : 0) * ys;
-  // Elements of the row's first vector that lie before the row (0 when the row is aligned).
-  const int mis = VEC == 1 ? 0 : (int)(((unsigned long long)xr % 16) / sizeof(T));
-  const T* xa = xr - mis;
-  T* ya = yr - mis;
-  const long long nvec = (cols + mis + VEC - 1) / VEC;
-  // Sum of squares of one vector's elements that belong to the row.
-  auto absorb = [&](long long k, const Pack<T, VEC>& p, float& acc) {
-    const long long e0 = k * VEC - mis;
+  // x's and y's rows sit at the same offset from a 16-byte boundary (kernel_fn makes sure).
+  const int mis = (int)(((unsigned long long)xr % 16) / sizeof(T));
+  const uint4* xv = reinterpret_cast<const uint4*>(xr - mis);
+  uint4* yv = reinterpret_cast<uint4*>(yr - mis);
+  const int nvec = valid ? (cols + mis + VEC - 1) / VEC : 0;
+
+  uint4 reg[ITEMS];
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const float f = to_f(p.v[j]);
-      if (e0 + j >= 0 && e0 + j < cols) acc += f * f;
-    }
-  };
-  // Scale one vector and store its elements that belong to the row (whole when inside it).
-  auto emit = [&](long long k, const Pack<T, VEC>& p, float rstd) {
-    const long long e0 = k * VEC - mis;
-    if (e0 >= 0 && e0 + VEC <= cols) {
-      Pack<T, VEC> o;
-      if (VEC > 1 && mis == 0 && w_vec) {
-        const Pack<T, VEC> wv = *reinterpret_cast<const Pack<T, VEC>*>(w + e0);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) o.v[j] = from_f<T>(to_f(p.v[j]) * rstd * to_f(wv.v[j]));
-      } else {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) o.v[j] = from_f<T>(to_f(p.v[j]) * rstd * to_f(w[e0 + j]));
-      }
-      *reinterpret_cast<Pack<T, VEC>*>(ya + k * VEC) = o;
-    } else {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const long long e = e0 + j;
-        if (e >= 0 && e < cols) yr[e] = from_f<T>(to_f(p.v[j]) * rstd * to_f(w[e]));
-      }
-    }
-  };
-  Pack<T, VEC> cache[ITEMS];
+  for (int s = 0; s < ITEMS; ++s) {  // all of them in flight before the first use
+    const int k = t + s * g;
+    if (k < nvec) reg[s] = __ldg(xv + k);
+  }
   float acc = 0.f;
-  if (valid) {
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const long long k = t + (long long)i * g;
-      if (k < nvec) cache[i] = *reinterpret_cast<const Pack<T, VEC>*>(xa + k * VEC);
-    }
-#pragma unroll
-    for (int i = 0; i < ITEMS; ++i) {
-      const long long k = t + (long long)i * g;
-      if (k < nvec) absorb(k, cache[i], acc);
-    }
-    for (long long k = t + (long long)ITEMS * g; k < nvec; k += g)
-      absorb(k, *reinterpret_cast<const Pack<T, VEC>*>(xa + k * VEC), acc);
+  for (int s = 0; s < ITEMS; ++s) {
+    const int k = t + s * g;
+    if (k < nvec) acc += sum_squares<T>(reg[s], k, mis, cols);
+  }
+#pragma unroll 4
+  for (int s = ITEMS, k = t + ITEMS * g; k < nvec; ++s, k += g) {
+    const uint4 v = __ldg(xv + k);
+    if (s < ITEMS + smem_items) stash[(s - ITEMS) * g + t] = v;
+    acc += sum_squares<T>(v, k, mis, cols);
   }
   const float total = g <= 32 ? group_sum(acc, g) : block_sum(acc, red);
   const float rstd = rsqrtf(total / (float)cols + eps);
-  if (!valid) return;
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const long long k = t + (long long)i * g;
-    if (k < nvec) emit(k, cache[i], rstd);
-  }
-  for (long long k = t + (long long)ITEMS * g; k < nvec; k += g)
-    emit(k, *reinterpret_cast<const Pack<T, VEC>*>(xa + k * VEC), rstd);
+  // A thread reads back only the stash slots it wrote: no barrier needed before the output.
+  emit_at<T>(mis, reg, stash, smem_items, xv, nvec, t, g, cols, rstd,
+             reinterpret_cast<const uint4*>(w), yv, yr);
 }
 
 // Entry points (parameter lists written out: the launcher reads them unpreprocessed).
-extern "C" __global__ void __launch_bounds__(BOUND) rmsnorm_f16(
-    const __half* x, const __half* w, __half* y, long long rows, long long cols, long long xs,
-    long long ys, float eps, int g, int w_vec) {
-  rmsnorm_rows<__half, 8>(x, w, y, rows, cols, xs, ys, eps, g, w_vec);
+extern "C" __global__ void __launch_bounds__(BOUND, MIN_BLOCKS) rmsnorm_f16(
+    const __half* x, const __half* w, __half* y, long long rows, int cols, long long xs,
+    long long ys, float eps, int g, int smem_items) {
+  rmsnorm_rows<__half>(x, w, y, rows, cols, xs, ys, eps, g, smem_items);
 }
-extern "C" __global__ void __launch_bounds__(BOUND) rmsnorm_bf16(
-    const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, long long rows,
-    long long cols, long long xs, long long ys, float eps, int g, int w_vec) {
-  rmsnorm_rows<__nv_bfloat16, 8>(x, w, y, rows, cols, xs, ys, eps, g, w_vec);
+extern "C" __global__ void __launch_bounds__(BOUND, MIN_BLOCKS) rmsnorm_bf16(
+    const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, long long rows, int cols,
+    long long xs, long long ys, float eps, int g, int smem_items) {
+  rmsnorm_rows<__nv_bfloat16>(x, w, y, rows, cols, xs, ys, eps, g, smem_items);
 }
-extern "C" __global__ void __launch_bounds__(BOUND) rmsnorm_f32(
-    const float* x, const float* w, float* y, long long rows, long long cols, long long xs,
-    long long ys, float eps, int g, int w_vec) {
-  rmsnorm_rows<float, 4>(x, w, y, rows, cols, xs, ys, eps, g, w_vec);
-}
-extern "C" __global__ void __launch_bounds__(BOUND) rmsnorm_f16_scalar(
-    const __half* x, const __half* w, __half* y, long long rows, long long cols, long long xs,
-    long long ys, float eps, int g, int w_vec) {
-  rmsnorm_rows<__half, 1>(x, w, y, rows, cols, xs, ys, eps, g, w_vec);
-}
-extern "C" __global__ void __launch_bounds__(BOUND) rmsnorm_bf16_scalar(
-    const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, long long rows,
-    long long cols, long long xs, long long ys, float eps, int g, int w_vec) {
-  rmsnorm_rows<__nv_bfloat16, 1>(x, w, y, rows, cols, xs, ys, eps, g, w_vec);
-}
-extern "C" __global__ void __launch_bounds__(BOUND) rmsnorm_f32_scalar(
-    const float* x, const float* w, float* y, long long rows, long long cols, long long xs,
-    long long ys, float eps, int g, int w_vec) {
-  rmsnorm_rows<float, 1>(x, w, y, rows, cols, xs, ys, eps, g, w_vec);
+extern "C" __global__ void __launch_bounds__(BOUND, MIN_BLOCKS) rmsnorm_f32(
+    const float* x, const float* w, float* y, long long rows, int cols, long long xs,
+    long long ys, float eps, int g, int smem_items) {
+  rmsnorm_rows<float>(x, w, y, rows, cols, xs, ys, eps, g, smem_items);
 }
 """
 
 _MOD = load(CUDA_SOURCE, CONFIG)
-# (dtype, rows at x's and y's 16-byte offsets alike) -> kernel: vectors, else scalars
 _KERNELS = {
-    (torch.float16, True): _MOD.rmsnorm_f16,
-    (torch.bfloat16, True): _MOD.rmsnorm_bf16,
-    (torch.float32, True): _MOD.rmsnorm_f32,
-    (torch.float16, False): _MOD.rmsnorm_f16_scalar,
-    (torch.bfloat16, False): _MOD.rmsnorm_bf16_scalar,
-    (torch.float32, False): _MOD.rmsnorm_f32_scalar,
+    torch.float16: _MOD.rmsnorm_f16,
+    torch.bfloat16: _MOD.rmsnorm_bf16,
+    torch.float32: _MOD.rmsnorm_f32,
 }
 _PLANS: dict = {}  # launch plans by call signature; emptied when full
 MAX_PLANS = 1024
+MAX_COLS = 2**31 - 64  # in-row indices are 32-bit in the kernel
 
 
 def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -190,38 +267,56 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
     out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
     if x.numel() == 0:
         return out
+    if cols > MAX_COLS:
+        raise ValueError(f"rows of {cols} elements: at most {MAX_COLS}")
     x2 = x.reshape(-1, cols)
-    if x2.stride(-1) != 1:
-        x2 = x2.contiguous()
-    w = weight if weight.is_contiguous() else weight.contiguous()
+    # The vector walk stores y's vectors where it loads x's: every row of x must sit at the
+    # same offset from a 16-byte boundary as the row of the (aligned, contiguous) output. An
+    # offset view is copied first.
+    if x2.stride(-1) != 1 or x2.data_ptr() % 16 or (x2.stride(0) - cols) * x2.element_size() % 16:
+        x2 = _fresh(x2)
+    w = weight
+    if not w.is_contiguous() or w.data_ptr() % 16:
+        w = _fresh(w)
     y2 = out.view(-1, cols)
-    key = (x2.shape, x2.stride(0), x.dtype, x2.data_ptr() % 16, w.data_ptr() % 16)
+    key = (x2.shape, x2.stride(0), x.dtype)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        plan = _PLANS[key] = _plan(x2, w, y2)
-    kernel, grid, block, g, w_vec = plan
-    kernel(grid, block, x2, w, y2, x2.shape[0], cols, x2.stride(0), cols, float(eps), g, w_vec)
+        plan = _PLANS[key] = rows_plan(x2.shape[0], cols, x2.element_size(), CONFIG)
+    grid, block, g, smem_items, shared = plan
+    _KERNELS[x.dtype](grid, block, x2, w, y2, x2.shape[0], cols, x2.stride(0), cols, float(eps),
+                      g, smem_items, shared=shared)  # fmt: skip
     return out
 
 
-def _plan(x2: torch.Tensor, w: torch.Tensor, y2: torch.Tensor) -> tuple:
-    """(kernel, grid, block, threads per row, vector weight loads) for this signature."""
-    size = x2.element_size()
-    # The vector walk needs x's and y's rows at the same offset from a 16-byte boundary.
-    same = x2.data_ptr() % 16 == y2.data_ptr() % 16
-    same = same and (x2.stride(0) - y2.stride(0)) * size % 16 == 0
-    vec = 16 // size if same else 1
-    rows, cols = x2.shape
-    nvec = -(-(cols + vec - 1) // vec)
-    g = min(_pow2(-(-nvec // CONFIG["ITEMS"])), CONFIG["MAX_THREADS"])
-    if g > 32:  # a row per block: the sum crosses warps through shared memory
+def rows_plan(rows: int, cols: int, size: int, config: dict) -> tuple[int, int, int, int, int]:
+    """(grid, block, threads per row g, shared-memory slots per thread, shared bytes).
+
+    g: enough threads that ITEMS vectors each cover the row (one vector more where a row may
+    start inside a vector), a power of two up to MAX_THREADS. Past 32 a row takes the whole
+    block; below, NARROW_BLOCK // g rows share a block. Slots beyond ITEMS go to shared memory
+    while SMEM_KB allows; the rest are loaded again by each later pass."""
+    vec = 16 // size
+    nvec = -(-cols // vec) + (cols % vec != 0)  # x's base is 16-byte aligned (kernel_fn)
+    g = min(_pow2(-(-nvec // config["ITEMS"])), config["MAX_THREADS"])
+    if g > 32:
         block = g
     else:  # several rows per block, a block no larger than the rows need
-        block = max(32, min(CONFIG["NARROW_BLOCK"], 32 * _pow2(-(-rows * g // 32))))
-    grid = -(-rows // (block // g))
-    return _KERNELS[(x2.dtype, same)], grid, block, g, int(w.data_ptr() % 16 == 0)
+        block = max(32, min(config["NARROW_BLOCK"], 32 * _pow2(-(-rows * g // 32))))
+    slots = -(-nvec // g)
+    smem_items = min(max(slots - config["ITEMS"], 0), config["SMEM_KB"] * 1024 // (16 * g))
+    if g <= 32:
+        smem_items = 0  # a narrow row fits in registers (g * ITEMS >= nvec)
+    return -(-rows // (block // g)), block, g, smem_items, smem_items * g * 16
+
+
+def _fresh(t: torch.Tensor) -> torch.Tensor:
+    """A contiguous copy of t in a new allocation (16-byte aligned, as torch's always are)."""
+    out = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
 
 
 def _pow2(n: int) -> int:
