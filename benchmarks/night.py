@@ -105,6 +105,11 @@ def night(family: str, args: argparse.Namespace, env: dict) -> dict:
         return row | {"failed": "profile", "log": log}
     plan = yaml.safe_load((ws / "plan.yaml").read_text())
     row["planned"] = {t["name"]: t["kernel_type"] for t in plan["targets"]}
+    # What bounds a gain against compile: each target's share of the eager and compiled time.
+    row["shares"] = {t["name"]: {"eager": t.get("share"), "compile": t.get("compile_share")}
+                     for t in plan["targets"]}  # fmt: skip
+    row["profile_ms"] = {k: plan.get(k) for k in ("eager_forward_ms", "compile_forward_ms")}
+    row["compile_attribution"] = plan.get("compile_attribution")
     if args.only:
         row["night_targets"] = trim_plan(ws / "plan.yaml", set(args.only.split(",")))
         if not row["night_targets"]:
@@ -163,6 +168,13 @@ def markdown(rows: list[dict], env: dict) -> str:
         generic = [n for n, k in planned.items() if k == "generic"]
         lines.append(f"- planned: {', '.join(f'{n} ({k})' for n, k in planned.items())}")
         lines.append(f"- generic targets planned: {', '.join(generic) or 'none'}")
+        if r.get("compile_attribution"):
+            lines.append(f"- profile's forwards: {r.get('profile_ms')}; compiled shares by "
+                         f"{r['compile_attribution']}")  # fmt: skip
+        shares = r.get("shares", {})
+        if shares:
+            lines.append("- share of the profiled time, eager / compiled: " + ", ".join(
+                f"{n} {_pct(s['eager'])} / {_pct(s['compile'])}" for n, s in shares.items()))  # fmt: skip
         if "night_targets" in r:
             lines.append(f"- the night's targets (--only): {', '.join(r['night_targets'])}")
         if "experiments" in r:
@@ -182,6 +194,10 @@ def markdown(rows: list[dict], env: dict) -> str:
                              f"ms vs {p['measured_ms']:.3f} measured ({p['miss']:+.0%})")  # fmt: skip
         lines += ["", "```", *r.get("log", []), "```", ""]
     return "\n".join(lines) + "\n"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
 
 
 def main(argv: list[str] | None = None) -> int:
