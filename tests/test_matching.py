@@ -137,7 +137,7 @@ def test_generic_kernels_plug_in_under_torch_compile(name, tmp_path, monkeypatch
     try:
         with torch.no_grad():
             want = loaded.model(*loaded.inputs)
-            with patch.applied(loaded.model, traced=True):
+            with patch.applied(loaded.model):
                 compiled = torch.compile(loaded.model, backend="aot_eager", fullgraph=True)
                 got = compiled(*loaded.inputs)
     finally:

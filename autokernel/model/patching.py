@@ -109,24 +109,37 @@ class Patch:
             r.fallbacks.clear()
 
     @contextlib.contextmanager
-    def applied(self, model: nn.Module, traced: bool = False) -> Iterator[nn.Module]:
-        """Modules patched and calls routed for the block; `traced` when the model is
-        torch.compile'd inside it (see functions_active)."""
-        undo = self.patch_modules(model)
+    def applied(self, model: nn.Module) -> Iterator[nn.Module]:
+        """The model runs the kernels inside the block, eagerly or torch.compile'd there (see
+        install); all undone after it. Only the model's own forward is routed: calls made in
+        the block outside it run as they are."""
+        remove = self.install(model)
+        # The model's functions swapped now, for the whole block: a torch.compile inside it
+        # reads the module globals as they are when it traces, not as a forward sets them.
+        swaps = self._swaps_of(model)
+        for entry, wrapper in swaps.functions:
+            entry.swap(wrapper)
+        swaps.held = True
         try:
-            with self.functions_active(model, traced=traced):
-                yield model
+            yield model
         finally:
-            undo()
+            swaps.held = False
+            for entry, _ in reversed(swaps.functions):
+                entry.restore()
+            self._installed.remove(remove)
+            remove()
 
     def install(self, model: nn.Module) -> Callable[[], None]:
         """Patch for good: modules now, calls and functions only while the model's forward
         runs. Returns the function that removes it all."""
         undo = self.patch_modules(model)
         forward = model.forward
+        swaps = self._swaps_of(model)  # found now, eagerly: Dynamo cannot trace the search
 
         def patched_forward(*args, **kwargs):
-            with self.functions_active(model):
+            # Decided per forward: swapped callees when it runs eagerly, the mode when Dynamo
+            # traces it (torch.compile of the model, inside or after the patch).
+            with self.functions_active(model, swaps=swaps):
                 return forward(*args, **kwargs)
 
         model.forward = patched_forward
@@ -230,7 +243,9 @@ class Patch:
     # ---- calls and functions ------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def functions_active(self, model: nn.Module, traced: bool | None = None) -> Iterator[None]:
+    def functions_active(
+        self, model: nn.Module, traced: bool | None = None, swaps: _ModelSwaps | None = None
+    ) -> Iterator[None]:
         """The model's functions swapped and the claimed torch calls routed for the block.
         `traced`: torch.compile will trace the forward (default: whether it is tracing now);
         then a TorchFunctionMode routes the calls, which Dynamo traces once. In an eager
@@ -241,10 +256,9 @@ class Patch:
             return
         if traced is None:
             traced = torch.compiler.is_compiling()
-        swaps = self._swaps.get(model)
-        if swaps is None:
-            swaps = self._swaps[model] = self._model_swaps(model)
-        for entry, wrapper in swaps.functions:
+        swaps = swaps or self._swaps_of(model)
+        functions = [] if swaps.held else swaps.functions
+        for entry, wrapper in functions:
             entry.swap(wrapper)
         if not self._callees:
             calls: contextlib.AbstractContextManager = contextlib.nullcontext()
@@ -258,8 +272,14 @@ class Patch:
                 yield
         finally:
             self._active = False
-            for entry, _ in reversed(swaps.functions):
+            for entry, _ in reversed(functions):
                 entry.restore()
+
+    def _swaps_of(self, model: nn.Module) -> _ModelSwaps:
+        swaps = self._swaps.get(model)
+        if swaps is None:
+            swaps = self._swaps[model] = self._model_swaps(model)
+        return swaps
 
     def _model_swaps(self, model: nn.Module) -> _ModelSwaps:
         functions = []
@@ -321,6 +341,7 @@ class Patch:
 class _ModelSwaps:
     functions: list[tuple[callnames.ModelFunction, Callable]]
     places: list[tuple[object, str]]
+    held: bool = False  # the functions stay swapped for an `applied` block
 
 
 class _CallRouter(TorchFunctionMode):
