@@ -303,8 +303,9 @@ def test_only_the_launch_helpers_of_autokernel_are_importable():
     [
         ("def kernel_fn(x):\n    return '{a}'.format_map({'a': x})\n", ".format_map()"),
         ("def kernel_fn(x):\n    return '{0.__class__}'.format(x)\n", ".format()"),
-        ("def kernel_fn(x):\n    s = x.untyped_storage()\n    return s.from_file('/e', False, 1)\n",
-         ".from_file"),
+        ("def kernel_fn(s):\n    return s.from_file('/e', False, 1)\n", ".from_file"),
+        ("def kernel_fn(x):\n    return x.untyped_storage()\n", ".untyped_storage"),
+        ("def kernel_fn(x):\n    return x.numpy\n", ".numpy"),
     ],
 )  # fmt: skip
 def test_string_lookups_and_file_maps_are_refused_by_their_own_rule(body, rule):
