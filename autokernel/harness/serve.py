@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from autokernel.harness import interpreter_bounds
 from autokernel.harness.channel import encode_tensor
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
@@ -40,6 +41,13 @@ def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
 
 def _fault(status: str, message: str) -> dict[str, Any]:
     return {"status": status, "message": message[-3000:]}
+
+
+def _outside(when: str = "") -> dict[str, Any] | None:
+    """The first access a kernel made outside its launch's arguments under the interpreter
+    (interpreter_bounds.py), as a CRASH, whether or not the kernel caught the exception."""
+    found = interpreter_bounds.first_violation()
+    return _fault("CRASH", f"kernel_fn{when}: {found}") if found else None
 
 
 def _build_fault(exc: BaseException) -> dict[str, Any] | None:
@@ -112,6 +120,9 @@ class Session:
                 what = f"{type(exc).__name__}: {exc}"
                 return {"status": "CRASH", "index": index, "error": what[:1000],
                         "message": f"{what}\n{tb}"[-3000:]}  # fmt: skip
+            outside = _outside(" at import")
+            if outside:  # a launch at the top level, its exception caught there
+                return {**outside, "index": index, "error": outside["message"][:1000]}
             self.modules.append(module)
             self.kernels.append(kernel_fn)
         return {"ok": True, "builds": cuda_builds()}
@@ -149,11 +160,14 @@ class Session:
                 got = kernel_fn(*args)
             self._sync()
         except Exception as exc:  # the candidate's own error: report it, don't die of it
-            build = _build_fault(exc)
+            build = _build_fault(exc) or _outside()
             if build:
                 return build
             tb = traceback.format_exception(exc)[-6:]
             return _fault("CRASH", f"kernel_fn raised {type(exc).__name__}: {exc}\n{''.join(tb)}")
+        outside = _outside()
+        if outside:
+            return outside
         if monitor.forbidden:
             return _forbidden(monitor.forbidden, "")
         for before, after in zip(snapshot, args, strict=True):
@@ -185,7 +199,12 @@ class Session:
         except TimingRejected as exc:
             return _fault("REJECTED", str(exc))
         except Exception as exc:
-            return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+            return _outside(" while timed") or _fault(
+                "CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}"
+            )
+        outside = _outside(" while timed")
+        if outside:
+            return outside
         return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us}
 
     def batch(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +226,12 @@ class Session:
                         self.kept = out
             self._sync()
         except Exception as exc:
-            return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+            return _outside(" while timed") or _fault(
+                "CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}"
+            )
+        outside = _outside(" while timed")
+        if outside:
+            return outside
         if monitor.forbidden:
             return _forbidden(monitor.forbidden, "while timed")
         return {"ok": True}
@@ -232,4 +256,5 @@ class Session:
                     return {"error": f"{req['roles'][k]} kernel raised while timed at {label}: "
                             f"{type(exc).__name__}: {exc}"}  # fmt: skip
             pairs.append(us)
-        return {"pairs": pairs}
+        found = interpreter_bounds.first_violation()
+        return {"error": f"a kernel while timed: {found}"} if found else {"pairs": pairs}

@@ -217,6 +217,10 @@ def _prepare(force_cpu: bool) -> str:
     import triton.language
 
     pin_triton_cache(triton)
+    if device == "cpu":  # before any kernel file runs: its top level may launch
+        from autokernel.harness import interpreter_bounds
+
+        interpreter_bounds.install()
 
     import autokernel.gpu
     import autokernel.harness.benchmark
