@@ -15,6 +15,8 @@ import triton.language as tl
 
 KERNEL_TYPE = "softmax"
 BUFFERS = {}
+
+
 @triton.jit
 def _k(X, Y, n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
