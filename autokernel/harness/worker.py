@@ -231,9 +231,9 @@ def _prepare(force_cpu: bool) -> str:
 
     # Lazy first-use costs that every evaluation paid in its first stage, none of them the
     # candidate's (on the H200 a warm smoke stage took 3.5-4.7 s with every kernel cached;
-    # profiled, it was all this): entering the first TorchDispatchMode imports torch._dynamo,
-    # sympy and torch.distributed (mostly compiling their sources: that image ships no
-    # bytecode), and Triton's first cache lookup hashes libtriton (0.5 s).
+    # profiled, it was all this): the first dispatch through a TorchDispatchMode (no longer
+    # the import of torch._dynamo it was: TorchOpMonitor._should_skip_dynamo), and Triton's
+    # first cache lookup hashes libtriton (0.5 s).
     with TorchOpMonitor():
         torch.empty(1, device=device)
     try:
