@@ -236,6 +236,11 @@ def _prepare(force_cpu: bool) -> str:
     # first cache lookup hashes libtriton (0.5 s).
     with TorchOpMonitor():
         torch.empty(1, device=device)
+    if device == "cpu":
+        return device  # the interpreter compiles nothing: no cache key, no target
+    from autokernel.harness.worker_env import install_triton_key
+
+    install_triton_key()
     try:
         from triton.runtime.cache import triton_key
 
