@@ -131,5 +131,10 @@ ESCAPE_ATTRS = frozenset(
 # str.format and format_map look up the attributes and items their string names, dunders
 # included: "{0.__traceback__.tb_frame.f_back.f_locals}" read the harness's frames.
 STRING_LOOKUP_ATTRS = frozenset({"format", "format_map"})
+# PTX special registers that read a clock (%clock, %clock64, %globaltimer_lo, ...) or a
+# performance counter (%pm0-7): with a clock a kernel tells the worker's timed calls (spaced by
+# the L2 flush) from the judge's checked ones (back to back) and skips its work in the former.
+PTX_CLOCK_REGISTER = r"%(clock|globaltimer|pm)\w*"
+INLINE_ASM = ("triton", "language", "inline_asm_elementwise")
 # Launching on another stream hides work from the timer's events on the current stream.
 STREAM_ATTRS = frozenset({"stream", "Stream", "set_stream", "ExternalStream", "StreamContext"})

@@ -17,6 +17,7 @@ import symtable
 from dataclasses import dataclass
 
 from autokernel import syntax
+from autokernel.harness.guard_asm import inline_asm_problem
 from autokernel.harness.guard_lists import (
     ALLOWED_BUILTINS,
     ALLOWED_IMPORTS,
@@ -24,6 +25,7 @@ from autokernel.harness.guard_lists import (
     AUTOKERNEL_MEMBERS,
     ESCAPE_ATTRS,
     FORBIDDEN_METHODS,
+    INLINE_ASM,
     JIT_BUILTINS,
     MODULE_MEMBERS,
     REFUSED_MEMBERS,
@@ -309,6 +311,10 @@ class _Checker:
 
     def _jit_call(self, node: ast.Call) -> None:
         func = node.func
+        if tuple(self._resolve(func) or ()) == INLINE_ASM:
+            problem = inline_asm_problem(node)
+            if problem:
+                self.flag(node, problem)
         if isinstance(func, ast.Name):
             ok = func.id in self.jit_names or func.id in JIT_BUILTINS
             what = f"{func.id}()"
