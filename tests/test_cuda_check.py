@@ -130,6 +130,10 @@ def test_cuda_starters_pass_the_guard(path):
     [
         ("__global__ void k(long long* o) { o[0] = clock64(); }", "clock64 reads a clock"),
         ("__global__ void k(int* o) { o[0] = clock(); }", "clock reads a clock"),
+        ("__global__ void k(long long* o) { o[0] = cuda::ptx::get_sreg_globaltimer(); }",
+         "get_sreg_globaltimer reads a clock"),
+        ("__global__ void k(long long* o) { o[0] = cuda::std::chrono::system_clock::now()"
+         ".time_since_epoch().count(); }", "chrono reads a clock"),
         ('__global__ void k(long long* o) { long long t; asm volatile("mov.u64 %0, '
          '%%globaltimer;" : "=l"(t)); o[0] = t; }', "%globaltimer"),
     ],

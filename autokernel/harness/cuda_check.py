@@ -62,8 +62,9 @@ PTX_DIRECTIVES = frozenset({".reg"})  # declarations a PTX block may open with
 ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
 ASM_QUALIFIERS = frozenset({"volatile", "__volatile__", "inline", "goto"})
 
-# The device clocks (guard_lists.PTX_CLOCK_REGISTER says why a kernel may not read one).
-CLOCK_NAMES = frozenset({"clock", "clock64", "__globaltimer", "globaltimer"})
+# The device clocks (guard_lists.PTX_CLOCK_REGISTER says why a kernel may not read one), under
+# any of their spellings: clock64(), cuda::std::chrono's clocks, cuda::ptx::get_sreg_clock64().
+CLOCK_NAME = re.compile(r"clock|globaltimer|chrono", re.IGNORECASE)
 # Names that reach the operating system, files, the network, processes, threads or the loader.
 # Device code cannot call them; a source naming them is refused whatever it declares.
 FORBIDDEN_NAMES = frozenset(
@@ -80,7 +81,7 @@ FORBIDDEN_NAMES = frozenset(
      "filebuf", "filesystem", "_Pragma", "__pragma", "cudaMalloc",
      "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaStreamCreate", "cudaLaunchKernel",
      "cudaDeviceSynchronize", "cudaSetDevice", "cudaGraphLaunch", "__nv_cudaEntityRegister",
-     *CLOCK_NAMES}
+}
 )  # fmt: skip
 # C++ and CUDA keywords: a macro of one of these names would change what the guard read.
 KEYWORDS = frozenset(
@@ -186,7 +187,7 @@ class _Judge:
                 self.flag(tok.line, "token pasting (##) is not allowed in CUDA source")
             elif tok.kind == "ident" and tok.text in ASM_WORDS:
                 self.asm(toks, i)
-            elif tok.kind == "ident" and tok.text in CLOCK_NAMES:
+            elif tok.kind == "ident" and CLOCK_NAME.search(tok.text):
                 self.flag(tok.line, f"{tok.text} reads a clock: a kernel may not time itself")
             elif tok.kind == "ident" and tok.text in FORBIDDEN_NAMES:
                 self.flag(tok.line, f"{tok.text} is not allowed in CUDA source: kernels "
