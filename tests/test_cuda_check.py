@@ -123,3 +123,22 @@ def test_cuda_starters_pass_the_guard(path):
     source = literal_assignment(path.read_text(), "CUDA_SOURCE")
     assert isinstance(source, str), f"{path.name} has no CUDA_SOURCE literal"
     assert check_cuda_source(source) == []
+
+
+@pytest.mark.parametrize(
+    "source, needle",
+    [
+        ("__global__ void k(long long* o) { o[0] = clock64(); }", "clock64 reads a clock"),
+        ("__global__ void k(int* o) { o[0] = clock(); }", "clock reads a clock"),
+        ("__global__ void k(long long* o) { o[0] = cuda::ptx::get_sreg_globaltimer(); }",
+         "get_sreg_globaltimer reads a clock"),
+        ("__global__ void k(long long* o) { o[0] = cuda::std::chrono::system_clock::now()"
+         ".time_since_epoch().count(); }", "chrono reads a clock"),
+        ('__global__ void k(long long* o) { long long t; asm volatile("mov.u64 %0, '
+         '%%globaltimer;" : "=l"(t)); o[0] = t; }', "%globaltimer"),
+    ],
+)  # fmt: skip
+def test_device_clocks_are_refused(source, needle):
+    # with a clock a kernel tells the worker's timed calls from the judge's checked ones
+    got = [str(f) for f in check_cuda_source(source)]
+    assert any(needle in g for g in got), got

@@ -3,14 +3,17 @@ in one planted way, and the harness must report it with the right status at the 
 
 Each fault file carries one header line:
 
-    # expect: STATUS STAGE [guards-off] [timeout=S] [dtype=D] [xfail]
+    # expect: STATUS STAGE [guards-off] [timeout=S] [dtype=D] [gpu=STATUS] [xfail]
 
 STATUS is a verdict status (PASS is never a fault), STAGE the stage the failure must be reported
 in (import, static, smoke, sweep, adversarial, determinism, odd_sizes, benchmark, guards).
 guards-off evaluates with Options(guards=False) (faults whose point is the sandbox, not the
 guards); timeout=S sets the candidate's time limit (default 120 s); dtype=D also pins the
-failing check's dtype; xfail marks a fault the harness is known to miss or misclassify (strict:
-it turns into an error once the harness catches it, so the token can be dropped). Timing runs
+failing check's dtype; gpu=STATUS is the status on a GPU where it differs from the interpreter's
+(an access outside the kernel's arguments is a CRASH under the interpreter, which checks every
+address, while a GPU may read whatever lies there and FAIL); xfail marks a fault the harness is
+known to miss or misclassify (strict: it turns into an error once the harness catches it, so the
+token can be dropped). Timing runs
 only for faults expected in the benchmark stage. The seed is fixed: which random input first
 shows a data-dependent fault (e.g. an ignored cross-entropy row) depends on it.
 """
@@ -18,7 +21,7 @@ shows a data-dependent fault (e.g. an ignored cross-entropy row) depends on it.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,7 @@ class Expectation:
     guards: bool = True
     timeout_s: float = DEFAULT_TIMEOUT_S
     dtype: str | None = None
+    gpu_status: Status | None = None
     xfail: bool = False
 
 
@@ -64,6 +68,8 @@ def parse_expectation(path: Path) -> Expectation:
                 fields["timeout_s"] = float(token.removeprefix("timeout="))
             elif token.startswith("dtype="):
                 fields["dtype"] = token.removeprefix("dtype=")
+            elif token.startswith("gpu="):
+                fields["gpu_status"] = Status(token.removeprefix("gpu="))
             else:
                 raise ValueError(f"{path.name}: unknown token {token!r} in {line!r}")
         return Expectation(**fields)
@@ -96,6 +102,7 @@ def test_corpus_is_large_enough():
 def test_headers_are_well_formed(path):
     exp = parse_expectation(path)
     assert exp.status is not Status.PASS, "a fault must not be expected to pass"
+    assert exp.gpu_status is not Status.PASS, "a fault must not be expected to pass on a GPU"
     assert exp.stage in KNOWN_STAGES, f"unknown stage {exp.stage!r}"
 
 
@@ -113,6 +120,8 @@ def test_fault_is_caught_where_it_first_shows(path):
     t0 = time.monotonic()
     verdict = evaluate(path, opts)
     elapsed = time.monotonic() - t0
+    if not verdict.interpreter and exp.gpu_status is not None:
+        exp = replace(exp, status=exp.gpu_status)
     got = f"{verdict.status.value} in {verdict.failure.stage if verdict.failure else '-'}"
     assert verdict.status is exp.status, (
         f"expected {exp.status.value}, got {got}: {verdict.message}"

@@ -303,11 +303,37 @@ def test_only_the_launch_helpers_of_autokernel_are_importable():
     [
         ("def kernel_fn(x):\n    return '{a}'.format_map({'a': x})\n", ".format_map()"),
         ("def kernel_fn(x):\n    return '{0.__class__}'.format(x)\n", ".format()"),
-        ("def kernel_fn(x):\n    s = x.untyped_storage()\n    return s.from_file('/e', False, 1)\n",
-         ".from_file"),
+        ("def kernel_fn(s):\n    return s.from_file('/e', False, 1)\n", ".from_file"),
+        ("def kernel_fn(x):\n    return x.untyped_storage()\n", ".untyped_storage"),
+        ("def kernel_fn(x):\n    return x.numpy\n", ".numpy"),
     ],
 )  # fmt: skip
 def test_string_lookups_and_file_maps_are_refused_by_their_own_rule(body, rule):
     # each is refused for what it does, not for something else in the snippet
     got = [str(f) for f in findings(body)]
     assert len(got) == 1 and rule in got[0], got
+
+
+ASM = (
+    "@triton.jit\ndef k(X):\n"
+    '    t = tl.inline_asm_elementwise({}, "=r,r", [X], dtype=tl.int32, is_pure=True, pack=1)\n'
+)
+
+
+@pytest.mark.parametrize(
+    "asm, needle",
+    [
+        ('"mov.u64 $0, %globaltimer;"', "%globaltimer"),
+        ('"mov.u32 $0, %clock;"', "%clock"),
+        ('"mov.u32 $0, %pm0;"', "%pm0"),
+        ("ASM_TEXT", "string literal"),
+        ('"mov.u32 $0, $1;".upper()', "string literal"),
+    ],
+)  # fmt: skip
+def test_inline_asm_is_a_literal_without_clocks(asm, needle):
+    got = findings("ASM_TEXT = 'mov.u32 $0, $1;'\n" + ASM.format(asm))
+    assert any(needle in g for g in got), got
+
+
+def test_inline_asm_that_computes_passes():
+    assert findings(ASM.format('"cvt.rn.bf16x2.f32 $0, $1, $1;"')) == []

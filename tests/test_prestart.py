@@ -214,14 +214,32 @@ LAZY_KERNEL = (
 
 
 @pytest.mark.slow
-def test_a_spare_has_paid_the_first_dispatch_mode_before_the_request(tmp_path):
-    # Entering the first TorchDispatchMode imports torch._dynamo and sympy: seconds of every
-    # evaluation's first stage on the H200, unless the spare does it while it waits.
+def test_a_worker_never_imports_dynamo(tmp_path):
+    # torch wraps a dispatch mode's __torch_dispatch__ in torch._dynamo.disable unless the mode
+    # opts out: the op monitor's first dispatch then imported Dynamo, sympy and
+    # torch.distributed, seconds of every worker's start-up (guards.TorchOpMonitor).
     path = tmp_path / "kernel.py"
     path.write_text(LAZY_KERNEL)
     ready_spare()
     verdict = evaluate(path, Options(guards=False, prestart=False, **FAST))
-    assert "dynamo imported: True" in verdict.message
+    assert "dynamo imported: False" in verdict.message
+
+
+def test_a_gpu_worker_takes_tritons_install_hash_from_its_parent(monkeypatch):
+    # Hashing libtriton took 0.5-0.8 s of each GPU worker's start-up; the parent, running the
+    # same installation, hashes it once and hands it over in the environment.
+    import triton.runtime.autotuner as autotuner
+    import triton.runtime.cache as cache
+
+    import autokernel.harness.worker_env as parent_env
+
+    assert parent_env._triton_key() == cache.triton_key()
+    for module in (cache, autotuner):
+        monkeypatch.setattr(module, "triton_key", module.triton_key)  # restored afterwards
+    monkeypatch.setenv(parent_env.TRITON_KEY_ENV, "the-parents-digest")
+    parent_env.install_triton_key()
+    assert cache.triton_key() == autotuner.triton_key() == "the-parents-digest"
+    assert parent_env.TRITON_KEY_ENV in containment.minimal_env({parent_env.TRITON_KEY_ENV: "x"})
 
 
 # Guards off: it reads the worker's files. Timed only while no spare beside it is starting.

@@ -28,6 +28,7 @@ from autokernel.harness.cuda_source import (
     string_value,
 )
 from autokernel.harness.cuda_source import tokenize as _tokenize
+from autokernel.harness.guard_lists import PTX_CLOCK_REGISTER
 from autokernel.harness.static_check import Finding
 
 # Headers by exact name, and folders whose headers may all be included (no "..", no absolute
@@ -61,6 +62,9 @@ PTX_DIRECTIVES = frozenset({".reg"})  # declarations a PTX block may open with
 ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
 ASM_QUALIFIERS = frozenset({"volatile", "__volatile__", "inline", "goto"})
 
+# The device clocks (guard_lists.PTX_CLOCK_REGISTER says why a kernel may not read one), under
+# any of their spellings: clock64(), cuda::std::chrono's clocks, cuda::ptx::get_sreg_clock64().
+CLOCK_NAME = re.compile(r"clock|globaltimer|chrono", re.IGNORECASE)
 # Names that reach the operating system, files, the network, processes, threads or the loader.
 # Device code cannot call them; a source naming them is refused whatever it declares.
 FORBIDDEN_NAMES = frozenset(
@@ -76,7 +80,8 @@ FORBIDDEN_NAMES = frozenset(
      "setenv", "putenv", "unsetenv", "environ", "FILE", "ifstream", "ofstream", "fstream",
      "filebuf", "filesystem", "_Pragma", "__pragma", "cudaMalloc",
      "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaStreamCreate", "cudaLaunchKernel",
-     "cudaDeviceSynchronize", "cudaSetDevice", "cudaGraphLaunch", "__nv_cudaEntityRegister"}
+     "cudaDeviceSynchronize", "cudaSetDevice", "cudaGraphLaunch", "__nv_cudaEntityRegister",
+}
 )  # fmt: skip
 # C++ and CUDA keywords: a macro of one of these names would change what the guard read.
 KEYWORDS = frozenset(
@@ -182,6 +187,8 @@ class _Judge:
                 self.flag(tok.line, "token pasting (##) is not allowed in CUDA source")
             elif tok.kind == "ident" and tok.text in ASM_WORDS:
                 self.asm(toks, i)
+            elif tok.kind == "ident" and CLOCK_NAME.search(tok.text):
+                self.flag(tok.line, f"{tok.text} reads a clock: a kernel may not time itself")
             elif tok.kind == "ident" and tok.text in FORBIDDEN_NAMES:
                 self.flag(tok.line, f"{tok.text} is not allowed in CUDA source: kernels "
                           "compute on the device; no system, file, network, process or thread "
@@ -210,6 +217,10 @@ def ptx_problems(template: str) -> list[str]:
                 problems.append(f"PTX directive {opcode} is not allowed in inline asm")
             continue
         base = opcode.split(".")[0]
+        clock = re.search(PTX_CLOCK_REGISTER, stmt)
+        if clock:
+            problems.append(f"PTX register {clock.group(0)} reads a clock or counter: a kernel "
+                            "may not time itself")  # fmt: skip
         if base not in PTX_ALLOWED:
             problems.append(f"PTX instruction {opcode} is not allowed in inline asm "
                             "(allowed: tensor-core, memory, barrier and data-movement "

@@ -117,11 +117,24 @@ ESCAPE_ATTRS = frozenset(
      "ctypes", "environ", "shutil", "pathlib", "io", "gi_frame", "gi_code", "cr_frame",
      "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
-     "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file"}
+     "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file", "ag_code", "signature",
+     "from_callable", "storage", "untyped_storage", "numpy", "handle"}
 )  # fmt: skip
-# from_file (above): a tensor's storage maps any file, read or (shared) written, from a method.
+# numpy, handle: an ndarray writes files (tofile, dump) and computes outside the kernel; a tensor's
+# .numpy reaches one even uncalled (f = x.numpy), and under the interpreter every value of a jit
+# body carries one in .handle.data.
+# from_file (above): a tensor's storage maps any file, read or (shared) written, from a method;
+# storage, untyped_storage: a storage's .type("a.b") imports the module a string names (the
+# fault corpus's own attacks among them). signature, from_callable: Triton's functions carry an
+# inspect.Signature, whose from_callable(f, eval_str=True) evals f's string annotations, and
+# Torch's and Triton's own, in their modules (code in a string, unread by this guard).
 # str.format and format_map look up the attributes and items their string names, dunders
 # included: "{0.__traceback__.tb_frame.f_back.f_locals}" read the harness's frames.
 STRING_LOOKUP_ATTRS = frozenset({"format", "format_map"})
+# PTX special registers that read a clock (%clock, %clock64, %globaltimer_lo, ...) or a
+# performance counter (%pm0-7): with a clock a kernel tells the worker's timed calls (spaced by
+# the L2 flush) from the judge's checked ones (back to back) and skips its work in the former.
+PTX_CLOCK_REGISTER = r"%(clock|globaltimer|pm)\w*"
+INLINE_ASM = ("triton", "language", "inline_asm_elementwise")
 # Launching on another stream hides work from the timer's events on the current stream.
 STREAM_ATTRS = frozenset({"stream", "Stream", "set_stream", "ExternalStream", "StreamContext"})

@@ -15,7 +15,10 @@ break that, and each was a working escape:
   defined after it. Name nodes were checked; aliases, except targets, parameters, match captures
   and global statements carry their names as plain strings, and now follow the same rule;
 - a class pattern reads attributes named by plain strings (`case object(__globals__=g)`), so its
-  keywords follow the attribute rule.
+  keywords follow the attribute rule;
+- `from __future__ import annotations` keeps annotations as strings, and the symbol table then
+  records none of their names (`def f(x: getattr)` read nothing); typing and inspect evaluate
+  those strings later, so annotation names follow the read rules as if evaluated.
 
 The builtins rule lives here too: a builtin is a name nobody bound.
 """
@@ -107,6 +110,65 @@ def _bound_by(stmt: ast.stmt) -> set[str]:
 def _falls_through(body: list[ast.stmt]) -> bool:
     """False for a block that ends in raise: the statements after it never run from it."""
     return not (body and isinstance(body[-1], ast.Raise))
+
+
+def annotation_problems(tree: ast.Module, nodes: list[ast.AST]) -> list[Problem]:
+    """Names read in postponed annotations (see the module docstring): a refused builtin, or a
+    name the file does not bind at the top level on every path. Without the future import the
+    symbol table sees annotations, and builtin_problems and undefined_problems judge them."""
+    postponed = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__"
+        and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )  # fmt: skip
+    if not postponed:
+        return []
+    annotations: list[ast.AST] = []
+    for node in nodes:
+        if isinstance(node, ast.arg | ast.AnnAssign) and node.annotation is not None:
+            annotations.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.returns:
+            annotations.append(node.returns)
+    everywhere = bound_everywhere(tree.body)
+    out: list[Problem] = []
+    for annotation in annotations:
+        for n in ast.walk(annotation):
+            if not isinstance(n, ast.Name) or is_dunder(n.id):
+                continue  # a dunder name is refused as such
+            if n.id in REFUSED_BUILTINS and n.id not in everywhere:
+                out.append((n.lineno, f"{n.id} is not allowed in kernel.py (not an allowed "
+                            "builtin), annotations included"))  # fmt: skip
+            elif n.id not in everywhere | ALLOWED_BUILTINS:
+                out.append(
+                    (
+                        n.lineno,
+                        f"{n.id} is not defined in kernel.py on every path: "
+                        "bind it at the top level before naming it in an annotation",
+                    )
+                )
+    return out
+
+
+def class_bindings(nodes: list[ast.AST]) -> tuple[set[str], set[str]]:
+    """(names bound by class statements, names bound any other way) in the whole file."""
+    classes: set[str] = set()
+    other: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.ClassDef):
+            classes.add(node.name)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            other.add(node.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            other.add(node.id)
+        elif isinstance(node, ast.alias):
+            other.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.arg):
+            other.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs | ast.MatchStar) and node.name:
+            other.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            other.add(node.rest)
+    return classes, other
 
 
 def _tables(top: symtable.SymbolTable) -> list[symtable.SymbolTable]:

@@ -68,6 +68,14 @@ class TorchOpMonitor(TorchDispatchMode):
         super().__init__()
         self.forbidden: list[str] = []
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """False: torch would wrap __torch_dispatch__ in torch._dynamo.disable, and the first
+        dispatch would import torch._dynamo (sympy, torch.distributed with it): 2.5 s of every
+        worker's start-up on a CPU box, as long as torch's own import. Nothing is compiled
+        under this mode, so there is nothing for Dynamo to skip."""
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.overloadpacket.__name__
         if name not in ALLOWED_ATEN and str(func) not in self.forbidden:

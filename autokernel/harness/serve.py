@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from autokernel.harness import interpreter_bounds
 from autokernel.harness.channel import encode_tensor
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
@@ -38,8 +39,32 @@ def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
         del block
 
 
+HELD_OUTPUT_BYTES = 64 << 20  # larger outputs (benchmark sizes) are not held: peak memory
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return torch.Tensor.untyped_storage(t).nbytes()
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor | None) -> bool:
+    """Whether the storages of a and b overlap (a view of b's memory counts)."""
+    if b is None or a.device != b.device:
+        return False
+    start_a, start_b = (torch.Tensor.untyped_storage(t).data_ptr() for t in (a, b))
+    if not (start_a and start_b):
+        return False  # an empty storage holds nothing to share
+    return start_a < start_b + _nbytes(b) and start_b < start_a + _nbytes(a)
+
+
 def _fault(status: str, message: str) -> dict[str, Any]:
     return {"status": status, "message": message[-3000:]}
+
+
+def _outside(when: str = "") -> dict[str, Any] | None:
+    """The first access a kernel made outside its launch's arguments under the interpreter
+    (interpreter_bounds.py), as a CRASH, whether or not the kernel caught the exception."""
+    found = interpreter_bounds.first_violation()
+    return _fault("CRASH", f"kernel_fn{when}: {found}") if found else None
 
 
 def _build_fault(exc: BaseException) -> dict[str, Any] | None:
@@ -90,6 +115,9 @@ class Session:
         self.size: dict = {}
         self.dtype = torch.float32
         self.kept: object = None
+        # the last call's output, held so that its memory cannot be handed out again: a later
+        # output in that memory was kept by the kernel across calls
+        self.previous: torch.Tensor | None = None
         self.n_out = 0
 
     def _sync(self) -> None:
@@ -112,6 +140,9 @@ class Session:
                 what = f"{type(exc).__name__}: {exc}"
                 return {"status": "CRASH", "index": index, "error": what[:1000],
                         "message": f"{what}\n{tb}"[-3000:]}  # fmt: skip
+            outside = _outside(" at import")
+            if outside:  # a launch at the top level, its exception caught there
+                return {**outside, "index": index, "error": outside["message"][:1000]}
             self.modules.append(module)
             self.kernels.append(kernel_fn)
         return {"ok": True, "builds": cuda_builds()}
@@ -149,11 +180,14 @@ class Session:
                 got = kernel_fn(*args)
             self._sync()
         except Exception as exc:  # the candidate's own error: report it, don't die of it
-            build = _build_fault(exc)
+            build = _build_fault(exc) or _outside()
             if build:
                 return build
             tb = traceback.format_exception(exc)[-6:]
             return _fault("CRASH", f"kernel_fn raised {type(exc).__name__}: {exc}\n{''.join(tb)}")
+        outside = _outside()
+        if outside:
+            return outside
         if monitor.forbidden:
             return _forbidden(monitor.forbidden, "")
         for before, after in zip(snapshot, args, strict=True):
@@ -162,6 +196,16 @@ class Session:
                               "stay unchanged")  # fmt: skip
         if type(got) is torch.Tensor and got.device != self.device:
             return _fault("FAIL", f"output on {got.device}, inputs on {self.device}")
+        if (
+            type(got) is torch.Tensor
+            and _shares_memory(got, self.previous)
+            and not any(_shares_memory(got, a) for a in args if type(a) is torch.Tensor)
+        ):  # a view of this call's input is judged by its values, not here
+            return _fault("REJECTED", "kernel_fn returned memory it had returned from an earlier "
+                          "call (an output buffer kept across calls): a caller's earlier result "
+                          "would change under it; allocate every output")  # fmt: skip
+        small = type(got) is torch.Tensor and _nbytes(got) <= HELD_OUTPUT_BYTES
+        self.previous = got if small else None
         return self._send(got)
 
     def refill(self, key: tuple) -> None:
@@ -179,13 +223,18 @@ class Session:
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
-        fn = self._fn(int(req.get("role", 0)))
+        fn, self.previous = self._fn(int(req.get("role", 0))), None
         try:
             m = time_calls(fn, self.refill, self.device.type == "cuda")
         except TimingRejected as exc:
             return _fault("REJECTED", str(exc))
         except Exception as exc:
-            return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+            return _outside(" while timed") or _fault(
+                "CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}"
+            )
+        outside = _outside(" while timed")
+        if outside:
+            return outside
         return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us}
 
     def batch(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -196,7 +245,7 @@ class Session:
         its timed calls to torch, and the judge's clock would agree with torch's figure. Its
         cost per call is a few microseconds, within the judge's slack."""
         fn, check_at = self._fn(int(req.get("role", 0))), int(req["check_at"])
-        self.kept = None
+        self.kept = self.previous = None
         monitor = TorchOpMonitor()
         try:
             self._sync()
@@ -207,7 +256,12 @@ class Session:
                         self.kept = out
             self._sync()
         except Exception as exc:
-            return _fault("CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}")
+            return _outside(" while timed") or _fault(
+                "CRASH", f"kernel_fn raised while timed: {type(exc).__name__}: {exc}"
+            )
+        outside = _outside(" while timed")
+        if outside:
+            return outside
         if monitor.forbidden:
             return _forbidden(monitor.forbidden, "while timed")
         return {"ok": True}
@@ -219,6 +273,7 @@ class Session:
     def rounds(self, req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
         """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
         on_gpu, label = self.device.type == "cuda", req["label"]
+        self.previous = None
         pairs = []
         for r in range(max(1, int(req["rounds"]))):
             us = [0.0, 0.0]
@@ -232,4 +287,5 @@ class Session:
                     return {"error": f"{req['roles'][k]} kernel raised while timed at {label}: "
                             f"{type(exc).__name__}: {exc}"}  # fmt: skip
             pairs.append(us)
-        return {"pairs": pairs}
+        found = interpreter_bounds.first_violation()
+        return {"error": f"a kernel while timed: {found}"} if found else {"pairs": pairs}

@@ -12,16 +12,20 @@ import crash, as Python would report it), any other parser failure is Unjudgeabl
 from __future__ import annotations
 
 import ast
+import builtins
 import symtable
 from dataclasses import dataclass
 
 from autokernel import syntax
+from autokernel.harness.guard_asm import inline_asm_problem
 from autokernel.harness.guard_lists import (
+    ALLOWED_BUILTINS,
     ALLOWED_IMPORTS,
     ALLOWED_TORCH,
     AUTOKERNEL_MEMBERS,
     ESCAPE_ATTRS,
     FORBIDDEN_METHODS,
+    INLINE_ASM,
     JIT_BUILTINS,
     MODULE_MEMBERS,
     REFUSED_MEMBERS,
@@ -35,8 +39,10 @@ from autokernel.harness.guard_lists import (
     TRITON_MEMBERS,
 )
 from autokernel.harness.guard_names import (
+    annotation_problems,
     attribute_problem,
     builtin_problems,
+    class_bindings,
     identifier_problems,
     undefined_problems,
 )
@@ -163,6 +169,8 @@ class _Checker:
         self.jit_nodes: set[int] = set()  # id() of every node inside a jit function's body
         self.chain_inner: set[int] = set()  # Attribute nodes judged as part of a longer chain
         self.chain_roots: set[int] = set()  # Names that start an attribute chain
+        self.class_names: set[str] | None = None  # class_bindings, computed on first need
+        self.other_bindings: set[str] = set()
 
     def flag(self, node: ast.AST, what: str) -> None:
         self.findings.append(Finding(getattr(node, "lineno", 0), what))
@@ -303,6 +311,10 @@ class _Checker:
 
     def _jit_call(self, node: ast.Call) -> None:
         func = node.func
+        if tuple(self._resolve(func) or ()) == INLINE_ASM:
+            problem = inline_asm_problem(node)
+            if problem:
+                self.flag(node, problem)
         if isinstance(func, ast.Name):
             ok = func.id in self.jit_names or func.id in JIT_BUILTINS
             what = f"{func.id}()"
@@ -338,6 +350,24 @@ class _Checker:
                 self.flag(node, f"class {node.name} may not subclass {'.'.join(path)}")
             elif not isinstance(base, ast.Name | ast.Attribute):
                 self.flag(node, f"class {node.name}: bases must be plain names")
+            elif path is None and not self._own_class(base):
+                # `T = torch.Tensor; class S(T)` subclassed the tensor through a plain name,
+                # and a subclass answers data_ptr() or untyped_storage() with what it likes.
+                self.flag(node, f"class {node.name}: a base must be a class this file defines "
+                          "with `class`, an allowed builtin, or an imported name")  # fmt: skip
+
+    def _own_class(self, base: ast.expr) -> bool:
+        """Whether base names a class statement of this file, or an allowed builtin class, and
+        nothing else ever binds that name."""
+        if not isinstance(base, ast.Name):
+            return False
+        if self.class_names is None:
+            self.class_names, self.other_bindings = class_bindings(self.nodes)
+        name = base.id
+        if name in self.other_bindings:
+            return False
+        builtin = name in ALLOWED_BUILTINS and isinstance(getattr(builtins, name, None), type)
+        return name in self.class_names or (builtin and name not in self.class_names)
 
 
 def check_source(source: str) -> list[Finding]:
@@ -352,6 +382,7 @@ def check_source(source: str) -> list[Finding]:
             *builtin_problems(checker.nodes, table),
             *undefined_problems(tree, checker.nodes, table),
             *identifier_problems(checker.nodes),
+            *annotation_problems(tree, checker.nodes),
         ):
             checker.flag(ast.Name(lineno=line), what)
     except (RecursionError, MemoryError) as exc:

@@ -217,6 +217,10 @@ def _prepare(force_cpu: bool) -> str:
     import triton.language
 
     pin_triton_cache(triton)
+    if device == "cpu":  # before any kernel file runs: its top level may launch
+        from autokernel.harness import interpreter_bounds
+
+        interpreter_bounds.install()
 
     import autokernel.gpu
     import autokernel.harness.benchmark
@@ -227,11 +231,16 @@ def _prepare(force_cpu: bool) -> str:
 
     # Lazy first-use costs that every evaluation paid in its first stage, none of them the
     # candidate's (on the H200 a warm smoke stage took 3.5-4.7 s with every kernel cached;
-    # profiled, it was all this): entering the first TorchDispatchMode imports torch._dynamo,
-    # sympy and torch.distributed (mostly compiling their sources: that image ships no
-    # bytecode), and Triton's first cache lookup hashes libtriton (0.5 s).
+    # profiled, it was all this): the first dispatch through a TorchDispatchMode (no longer
+    # the import of torch._dynamo it was: TorchOpMonitor._should_skip_dynamo), and Triton's
+    # first cache lookup hashes libtriton (0.5 s).
     with TorchOpMonitor():
         torch.empty(1, device=device)
+    if device == "cpu":
+        return device  # the interpreter compiles nothing: no cache key, no target
+    from autokernel.harness.worker_env import install_triton_key
+
+    install_triton_key()
     try:
         from triton.runtime.cache import triton_key
 

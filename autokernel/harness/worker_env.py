@@ -4,6 +4,7 @@ torch's bytecode cached where the image ships none."""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -14,6 +15,7 @@ import torch
 from autokernel.cache import cache_dir
 
 SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
+TRITON_KEY_ENV = "AUTOKERNEL_TRITON_HASH"  # Triton's own install hash, computed by the parent
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -30,7 +32,41 @@ def worker_env() -> dict[str, str]:
         # beside the user's files.
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env.setdefault("PYTHONPYCACHEPREFIX", str(cache_dir() / "pycache"))
+    if torch.cuda.is_available():
+        digest = _triton_key()
+        if digest:
+            env[TRITON_KEY_ENV] = digest
     return env
+
+
+@functools.cache
+def _triton_key() -> str:
+    """Triton's cache key of its own installation (a hash of libtriton and its compiler's
+    sources), or "" where this Triton has no such function. Every worker on a GPU needs it
+    before its first cache lookup, and hashing the 100 MB library took 0.5-0.8 s of each
+    worker's start-up; the parent runs the same installation, so it hashes once a night."""
+    try:
+        from triton.runtime.cache import triton_key
+
+        return str(triton_key())
+    except Exception:  # private API in some Triton version: only a missed saving
+        return ""
+
+
+def install_triton_key() -> None:
+    """In a worker: answer Triton's installation key with the parent's (TRITON_KEY_ENV)
+    instead of hashing the library again. Set before any candidate code runs."""
+    digest = os.environ.get(TRITON_KEY_ENV)
+    if not digest:
+        return
+    try:
+        import triton.runtime.autotuner as autotuner
+        import triton.runtime.cache as cache
+    except ImportError:
+        return
+    for module in (cache, autotuner):
+        if hasattr(module, "triton_key"):
+            module.triton_key = lambda: digest
 
 
 def ships_no_bytecode(module_file: str) -> bool:

@@ -1,11 +1,12 @@
-# expect: FAIL odd_sizes
+# expect: CRASH odd_sizes gpu=FAIL
 """Planted fault: the K loop's loads are masked on M and N but not on K.
 
 BLOCK_K is min(32, next_pow2(K)), so when K is a multiple of it the mask is never needed, and
 every sweep and adversarial size has such a K (16, 32, 64, 96, 128). The last K block of any
 other K reads past the end of each row of A (into the next row, or past the buffer) and past
 the last row of B: garbage joins every output. Only the non-power-of-two sizes (K = 17, 1023,
-63) have such a tail.
+63) have such a tail. On a GPU that garbage is read and the output FAILs; the interpreter lets a
+kernel touch only its arguments' storage, and the read past B's end is a CRASH there.
 """
 
 import torch

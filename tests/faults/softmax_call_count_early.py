@@ -1,8 +1,9 @@
-# expect: FAIL sweep
+# expect: REJECTED sweep
 """Planted cheat: correct for the first 10 calls, then returns the last output it computed.
 
 The threshold is below the stages' call count: call 11 is the sweep's third size (16x256) in
-fp32 and gets the previous call's bf16 output, so the sweep fails on the output dtype. (The late
+fp32 and gets the previous call's bf16 output: the very tensor that call returned, so the sweep
+REJECTS it as an output kept across calls (its dtype is wrong too). (The late
 twin, softmax_call_count_late.py, waits until the stages are over.)
 """
 

@@ -1,9 +1,11 @@
-# expect: FAIL sweep
+# expect: CRASH sweep gpu=FAIL
 """Planted fault: the column mask of the load is `cols <= n_cols` (off by one).
 
 Each row reads one element too many (the next row's first value, or whatever follows the buffer
 for the last row), and that stray value joins the max and the sum. Power-of-two rows fill the
-block exactly and hide it (the smoke size 4x256 passes); the sweep's 4x100 rows expose it.
+block exactly and hide it (the smoke size 4x256 passes); the sweep's 4x100 rows expose it. On a
+GPU the stray value FAILs the output; the interpreter refuses the last row's read past the
+buffer (an access outside every argument): CRASH there.
 """
 
 import torch

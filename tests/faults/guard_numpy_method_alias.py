@@ -1,0 +1,39 @@
+# expect: REJECTED static
+"""Planted escape: `.numpy()` is refused as a call, but the bound method taken without a call
+(`to_numpy = x.numpy`) was not, and an ndarray writes files (tofile, dump) and computes with
+numpy outside the kernel.
+
+.numpy is refused as an attribute: REJECTED in static.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "softmax"
+
+
+@triton.jit
+def _k(X, Y, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n
+    x = tl.load(X + row * n + cols, mask=m, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    y = e / tl.sum(e, axis=0)
+    tl.store(Y + row * n + cols, y.to(Y.dtype.element_ty), mask=m)
+
+
+def _softmax(x):
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n).contiguous()
+    y = torch.empty_like(x2)
+    _k[(x2.shape[0],)](x2, y, n, BLOCK=triton.next_power_of_2(n))
+    return y.reshape(x.shape)
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    to_numpy = x.contiguous().numpy
+    to_numpy().tofile("stolen.bin")
+    return _softmax(x)

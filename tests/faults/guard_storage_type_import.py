@@ -1,0 +1,42 @@
+# expect: REJECTED static
+"""Planted escape: a tensor storage's .type("a.b") imports the module its string names (torch's
+_import_dotted_name): any module on the worker's import path runs, the fault corpus's own
+forgeries among them, without the guard ever reading it.
+
+Storages are out of reach (.untyped_storage, .storage): REJECTED in static.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "softmax"
+
+try:
+    torch.empty(1).untyped_storage().type("tests.faults.forge_tensor_method_rebind")
+except Exception:
+    pass  # it imported the module, then failed: the import was the point
+
+
+@triton.jit
+def _k(X, Y, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    m = cols < n
+    x = tl.load(X + row * n + cols, mask=m, other=-float("inf")).to(tl.float32)
+    x = x - tl.max(x, axis=0)
+    e = tl.exp(x)
+    y = e / tl.sum(e, axis=0)
+    tl.store(Y + row * n + cols, y.to(Y.dtype.element_ty), mask=m)
+
+
+def _softmax(x):
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n).contiguous()
+    y = torch.empty_like(x2)
+    _k[(x2.shape[0],)](x2, y, n, BLOCK=triton.next_power_of_2(n))
+    return y.reshape(x.shape)
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    return _softmax(x)
