@@ -25,6 +25,7 @@ import os
 import site
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ ACTOR_START_S = 300.0
 # A TCP connection to the address before ray.init: Ray itself waits minutes on a port where
 # nothing listens (over 5 min to a closed GCS port, measured), printing C++ warnings meanwhile.
 CONNECT_S = 5.0
+RESTART_POLL_S = 0.5  # between pings of an actor that Ray is restarting
 
 
 class _Evaluator:
@@ -198,11 +200,30 @@ class RayPool(EventQueue):
             result = ray.get(actor.run.remote(job.to_json()), timeout=deadline_s)
         except ray.exceptions.GetTimeoutError:
             ray.kill(actor, no_restart=False)  # hung: Ray starts a fresh one
+            self._await_restart(actor)
             self._lost(slot, job, "gave no answer before its deadline: killed")
-        except ray.exceptions.RayError as exc:  # the actor, its node or our code in it
+        except ray.exceptions.RayActorError as exc:  # its process or node died
+            self._await_restart(actor)
+            self._lost(slot, job, f"lost its Ray actor ({type(exc).__name__})")
+        except ray.exceptions.RayError as exc:  # our code in it
             self._lost(slot, job, f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}")
         else:
             self._events.put(Event(slot, job.key, DONE, result=result))
+
+    def _await_restart(self, actor: Any) -> None:
+        """Return once Ray has restarted the actor (or given it up): the slot is free again
+        when its loss is reported, and a job handed to an actor still restarting is lost too
+        (one kill -9 cost an experiment two losses, of the three that make it a crash)."""
+        ray = self._ray
+        deadline = time.monotonic() + ACTOR_START_S
+        while time.monotonic() < deadline:
+            try:
+                ray.get(actor.pid.remote(), timeout=max(1.0, deadline - time.monotonic()))
+                return
+            except ray.exceptions.ActorUnavailableError:  # restarting: ask again
+                time.sleep(RESTART_POLL_S)
+            except ray.exceptions.RayError:  # dead for good, or still not back: the next
+                return  # job's loss says so
 
     def _lost(self, slot: str, job: Job, why: str) -> None:
         self._announced.discard(slot)
