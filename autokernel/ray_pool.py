@@ -170,8 +170,8 @@ class RayPool(EventQueue):
                 mine = Path(autokernel.__file__).parent
                 raise PoolError(
                     f"the Ray workers run other autokernel sources ({path}) than this driver "
-                    f"({mine}): install the same autokernel on every node, or start the run "
-                    "where the cluster's autokernel is"
+                    f"({mine}): install the same autokernel on every node, or run the driver "
+                    "from the cluster's own install"
                 )
 
     def where(self, slot: str) -> str:
