@@ -43,6 +43,7 @@ class Event:
 class Pool(Protocol):
     slots: list[str]  # names, e.g. "w0"; fixed for the pool's life
     on_gpu: bool  # its slots evaluate on GPUs
+    note: str  # what the user should know about the slots it made (fewer than asked), or ""
 
     def where(self, slot: str) -> str:
         """Where the slot runs, in words (GPU index or CPU, host)."""
@@ -126,6 +127,7 @@ class LocalPool(EventQueue):
     """N worker processes on this machine; worker i uses GPU i mod the GPU count."""
 
     on_gpu = False  # set per instance
+    note = ""
 
     def __init__(self, workers: int, gpus: int, log_dir: Path | None = None) -> None:
         if workers < 1:

@@ -279,6 +279,8 @@ def _parallel_loop(parallel: dict, root: Path, parts: tuple) -> Loop:
     where = f"the Ray cluster at {address}" if address else "this machine"
     view.event(f"{len(pool.slots)} workers on {where}: one candidate each at a time; "
                "experiments are written in order by this process")  # fmt: skip
+    if pool.note:
+        view.event(f"note: {pool.note}")
     gpus = {pool.where(s) for s in pool.slots}
     if settings.on_gpu and not address and len(gpus) < len(pool.slots):
         view.event(f"note: {len(pool.slots)} workers share {len(gpus)} GPU(s): their timings "

@@ -75,7 +75,7 @@ def test_a_ray_address_without_ray_installed_is_one_line_naming_the_extra(monkey
     from autokernel.ray_pool import RayPool
 
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
-    with pytest.raises(PoolError, match=r"pip install 'autokernel\[ray\]'"):
+    with pytest.raises(PoolError, match=r"pip install 'torch-autokernel\[ray\]'"):
         RayPool("auto", 2, on_gpu=False)
 
 

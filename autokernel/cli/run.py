@@ -112,7 +112,7 @@ def run(
         typer.Option(
             help="Evaluate on an existing Ray cluster (auto, HOST:PORT or ray://HOST:PORT), "
             "one GPU per candidate; --workers caps how many. Needs pip install "
-            "'autokernel[ray]'."
+            "'torch-autokernel[ray]'."
         ),
     ] = None,
 ) -> None:

@@ -72,7 +72,8 @@ class SlotSummary:
 
 
 def summarize(records: list[dict[str, Any]]) -> tuple[list[SlotSummary], float]:
-    """Per slot, in name order, and the span in seconds from the first event to the last."""
+    """Per slot, in name order, and the span in seconds from the first job's start (or event)
+    to the last event."""
     slots: dict[str, SlotSummary] = {}
     for r in records:
         s = slots.setdefault(str(r["slot"]), SlotSummary(str(r["slot"])))
@@ -91,5 +92,12 @@ def summarize(records: list[dict[str, Any]]) -> tuple[list[SlotSummary], float]:
         elif event in ("ok", "slow", "broken"):
             s.status, s.note = str(event), str(r.get("note", ""))
     times = [float(r["t"]) for r in records if isinstance(r.get("t"), int | float)]
+    # A job's line is written when it ends: it began `seconds` earlier, often before the slot's
+    # "started" line (the first job is handed over while the worker still imports torch).
+    times += [
+        float(r["t"]) - float(r.get("seconds") or 0.0)
+        for r in records
+        if r.get("event") in ("done", "lost") and isinstance(r.get("t"), int | float)
+    ]
     span = max(times) - min(times) if times else 0.0
     return sorted(slots.values(), key=lambda s: (len(s.slot), s.slot)), span
