@@ -10,7 +10,7 @@ fresh workspace, `autokernel run` (the built-in tuner) for --seconds or --max-ex
 targets of the kinds named (e.g. `generic,rotary_embedding`: the ops no type but the generic
 one computes, and the rotary that transformers' apply_rotary_pos_emb is) so a short night
 reaches them; the rest of the model then runs as PyTorch. Output: one runner record
-("night") and <out-dir>/<prefix>-night-<date>.md.
+("night") and <out-dir>/<prefix>-night-<date>-<commit>.md.
 
 The CLI runs from the workspace with only the `autokernel` package on its path: from the
 repository root, the top-level kernels/ would stand in for Hugging Face's `kernels` package,
@@ -241,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     text = markdown(rows, env_info)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     prefix = runner.slug(env_info["gpu"])
-    (args.out_dir / f"{prefix}-night-{dt.date.today().isoformat()}.md").write_text(text)
+    name = f"{prefix}-night-{dt.date.today().isoformat()}-{env_info['commit']}.md"
+    (args.out_dir / name).write_text(text)
     runner.record("night", [{k: v for k, v in r.items() if k != "log"} for r in rows], text,
                   commit=args.commit, results=args.results)  # fmt: skip
     return 0 if all(not r.get("failed") for r in rows) else 1
