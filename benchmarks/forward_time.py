@@ -2,6 +2,7 @@
 workspace's kernels: eager, patched with all of them, patched with each alone, and torch.compile.
 
     python -m benchmarks.forward_time --workspace WS --hf-config cfg.json --input-shape 4x1024
+    python -m benchmarks.forward_time --starters --hf-config llama.json --input-shape 4x1024
 
 Per variant (verify's own Variant, so exactly what verify times):
 - wall ms: the forward timed as verify times it (autokernel.timing.measure, median);
@@ -67,6 +68,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                       input_shape=tuple(int(n) for n in args.input_shape.split("x"))
                       if args.input_shape else None)  # fmt: skip
     loaded = load_model(src)
+    if args.starters:
+        from benchmarks.models import starter_workspace
+
+        args.workspace = str(starter_workspace())
     kernels, _, _ = collect_kernels(Path(args.workspace), skip_slower=False)
     rate = sleep_rate()
     variants = [("eager", [], False), ("patched", kernels, False)]
@@ -105,12 +110,16 @@ def markdown(model: str, rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", nargs="?", help="a model file (KernelBench convention)")
-    ap.add_argument("--workspace", required=True)
+    ap.add_argument("--workspace", help="a run's workspace (its optimized kernels)")
+    ap.add_argument("--starters", action="store_true", help="the shipped starters instead")
     ap.add_argument("--hf-config")
     ap.add_argument("--input-shape")
     ap.add_argument("--no-compile", dest="compile", action="store_false")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = runner.add_arguments(ap).parse_args(argv)
+    if bool(args.workspace) == bool(args.starters):
+        print("error: give exactly one of --workspace DIR or --starters", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("error: needs CUDA (host and GPU time of a forward)", file=sys.stderr)
         return 2
