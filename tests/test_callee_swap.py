@@ -24,7 +24,7 @@ def test_claimed_calls_reach_the_router_and_the_rest_is_untouched():
         return callee(*args, **kwargs)
 
     originals = (torch.softmax, torch.Tensor.softmax, torch.Tensor.view)
-    places = [(torch, "softmax"), (torch.Tensor, "softmax")]
+    places = [(torch, "softmax", None), (torch.Tensor, "softmax", None)]
     x = torch.randn(2, 3)
     with callee_swap.routed(places, router):
         torch.softmax(x, -1)
@@ -34,6 +34,25 @@ def test_claimed_calls_reach_the_router_and_the_rest_is_untouched():
     assert seen == [originals[0], originals[1]]
     assert (torch.softmax, torch.Tensor.softmax, torch.Tensor.view) == originals
     assert "softmax" not in vars(torch.Tensor)  # inherited before, inherited after
+
+
+def test_operators_reach_the_router_as_the_method_profile_named():
+    """A plan names `x + r` as call:Tensor.add (what a TorchFunctionMode sees); swapping
+    Tensor.add alone would miss the operator."""
+    seen = []
+
+    def router(callee, args, kwargs):
+        seen.append(callee)
+        return callee(*args, **kwargs)
+
+    x, r = torch.randn(2, 3), torch.randn(2, 3)
+    before = (torch.Tensor.__add__, torch.Tensor.__radd__, torch.Tensor.add)
+    with callee_swap.routed(callee_swap.places_of("Tensor.add"), router):
+        got = (x + r, 2.0 + x, x.add(r))
+    assert seen == [torch.Tensor.add] * 3
+    torch.testing.assert_close(got[0], x.add(r))
+    torch.testing.assert_close(got[1], x + 2.0)
+    assert (torch.Tensor.__add__, torch.Tensor.__radd__, torch.Tensor.add) == before
 
 
 def test_another_thread_sees_the_original_callee_while_one_forward_is_routed():
@@ -51,7 +70,7 @@ def test_another_thread_sees_the_original_callee_while_one_forward_is_routed():
 
     t = threading.Thread(target=other_thread)
     t.start()
-    with callee_swap.routed([(torch, "softmax")], router):
+    with callee_swap.routed([(torch, "softmax", None)], router):
         inside.set()
         done.wait(5)
         torch.softmax(torch.ones(2), -1)
@@ -61,8 +80,8 @@ def test_another_thread_sees_the_original_callee_while_one_forward_is_routed():
 
 def test_overlapping_forwards_restore_only_when_the_last_leaves():
     original = torch.softmax
-    a = callee_swap.routed([(torch, "softmax")], lambda c, a, k: c(*a, **k))
-    b = callee_swap.routed([(torch, "softmax")], lambda c, a, k: c(*a, **k))
+    a = callee_swap.routed([(torch, "softmax", None)], lambda c, a, k: c(*a, **k))
+    b = callee_swap.routed([(torch, "softmax", None)], lambda c, a, k: c(*a, **k))
     a.__enter__()
     b.__enter__()
     a.__exit__(None, None, None)

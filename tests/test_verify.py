@@ -196,11 +196,13 @@ def test_replacement_that_never_matches_is_an_error(tmp_path):
     assert "not in the plan" in errors
 
 
-def test_calls_outside_the_contract_fall_back_and_tensor_methods_are_routed():
+@pytest.mark.parametrize("traced", [False, True], ids=["swapped-callees", "function-mode"])
+def test_calls_outside_the_contract_fall_back_and_tensor_methods_are_routed(traced):
     """The matcher claims only calls of the type's semantics (softmax over the last dim, a
     default cross-entropy, a sum over the last dim; tensor methods included, as profile found
     them); a claimed call outside the kernel's contract (float64) falls back and is counted;
-    softmax over dim 0 or a full sum is another op, left to PyTorch (or a generic target)."""
+    softmax over dim 0 or a full sum is another op, left to PyTorch (or a generic target).
+    Eager forwards route by swapped callees, traced ones by a TorchFunctionMode: alike."""
     patch = Patch(
         [load_kernel(KERNELS / f"{n}.py") for n in ("softmax", "cross_entropy", "reduce")]
     )
@@ -218,10 +220,8 @@ def test_calls_outside_the_contract_fall_back_and_tensor_methods_are_routed():
             F.cross_entropy(x, t, reduction="sum"), x.sum(-1, keepdim=True), reference.softmax(x),
             x.sum(-1))  # fmt: skip
     try:
-        with patch.applied(model), torch.no_grad():
+        with patch.applied(model, traced=traced), torch.no_grad():
             got = model(x, t)
-            # the same calls outside the model's forward are not the patch's
-            F.softmax(x, dim=-1)
     finally:
         patch.close()
     assert (F.softmax, torch.softmax, F.cross_entropy, torch.sum) == originals

@@ -16,6 +16,7 @@ inside a kernel) it calls the original, so torch behaves as before.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class _Swap:
     name: str
     original: Callable
     had_own: bool  # the attribute was the container's own (restore it) or inherited (delete)
+    routed_as: Callable  # the callee the router is told of (the method an operator stands for)
     users: int = 0
 
 
@@ -51,15 +53,76 @@ class _Active(threading.local):
 _ACTIVE = _Active()
 
 
-def owner_of(name: str) -> tuple[Any, str] | None:
-    """Where a call name lives: 'Tensor.softmax' -> (torch.Tensor, 'softmax'),
-    'torch.nn.functional.gelu' -> (torch.nn.functional, 'gelu'); None if not reachable."""
+Place = tuple[Any, str, str | None]  # container, attribute, the tensor method it stands for
+
+
+def places_of(name: str) -> list[Place]:
+    """Where a call name is reached: 'torch.nn.functional.gelu' -> its attribute of
+    torch.nn.functional; 'Tensor.add' -> torch.Tensor.add and the operators that reach a
+    TorchFunctionMode as Tensor.add (x + y, 2 + x). Empty if not reachable."""
     head, _, attr = name.rpartition(".")
     parts = head.split(".")
     obj: Any = torch.Tensor if parts[0] == "Tensor" else (torch if parts[0] == "torch" else None)
     for part in parts[1:]:
         obj = getattr(obj, part, None)
-    return (obj, attr) if obj is not None and attr else None
+    if obj is None or not attr:
+        return []
+    places: list[Place] = [(obj, attr, None)]
+    if obj is torch.Tensor:
+        places += [(obj, op, attr) for op in operator_aliases().get(attr, ())]
+    return places
+
+
+_BINARY = (
+    "__add__", "__radd__", "__iadd__", "__sub__", "__rsub__", "__isub__", "__mul__", "__rmul__",
+    "__imul__", "__truediv__", "__rtruediv__", "__itruediv__", "__floordiv__", "__rfloordiv__",
+    "__mod__", "__rmod__", "__pow__", "__rpow__", "__ipow__", "__matmul__", "__rmatmul__",
+    "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__and__", "__rand__", "__or__",
+    "__ror__", "__xor__", "__rxor__", "__lshift__", "__rshift__",
+)  # fmt: skip
+_UNARY = ("__neg__", "__pos__", "__abs__", "__invert__")
+
+
+@functools.cache
+def operator_aliases() -> dict[str, tuple[str, ...]]:
+    """Tensor method -> the operator methods a TorchFunctionMode sees as that method with the
+    same arguments (x + y and 2 + x arrive as Tensor.add(x, ...)), asked of torch itself once:
+    profile records calls through a mode, so an operator is planned under the method's name."""
+    from torch.overrides import TorchFunctionMode
+
+    from autokernel.model.calls import api_name
+
+    class First(TorchFunctionMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: tuple[str, tuple] | None = None
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if self.seen is None:
+                self.seen = (api_name(func), tuple(args))
+            return func(*args, **(kwargs or {}))
+
+    found: dict[str, list[str]] = {}
+    operands = [torch.ones(2, 2), torch.ones(2, 2, dtype=torch.int64), torch.ones(2, dtype=bool)]
+    for op in (*_BINARY, *_UNARY):
+        for x in operands:
+            args = (x.clone(),) if op in _UNARY else (x.clone(), x.clone())
+            first = First()
+            try:
+                with first:
+                    getattr(args[0], op)(*args[1:])
+            except Exception:  # not defined for this dtype: the next operands
+                continue
+            if first.seen is not None:
+                name, seen = first.seen
+                method = name.removeprefix("Tensor.")
+                same = len(seen) == len(args) and all(
+                    a is b for a, b in zip(seen, args, strict=True)
+                )
+                if name.startswith("Tensor.") and method != op and same:
+                    found.setdefault(method, []).append(op)
+            break
+    return {m: tuple(ops) for m, ops in found.items()}
 
 
 def original(obj: Any) -> Any:
@@ -67,12 +130,12 @@ def original(obj: Any) -> Any:
     return _ORIGINALS.get(id(obj), obj)
 
 
-def _wrapper(callee: Callable) -> Callable:
+def _wrapper(callee: Callable, routed_as: Callable) -> Callable:
     def routed(*args: Any, **kwargs: Any) -> Any:
         routers = _ACTIVE.routers
         if not routers or kernel_ops.in_op():
             return callee(*args, **kwargs)
-        return routers[-1](callee, args, kwargs)
+        return routers[-1](routed_as, args, kwargs)
 
     routed.__wrapped__ = callee  # type: ignore[attr-defined]
     routed.__name__ = getattr(callee, "__name__", "routed")
@@ -99,20 +162,22 @@ def _set(swap: _Swap, value: Any | None) -> None:
         delattr(swap.container, swap.name)
 
 
-def _acquire(places: Sequence[tuple[Any, str]]) -> list[_Swap]:
+def _acquire(places: Sequence[Place]) -> list[_Swap]:
     taken = []
     with _LOCK:
-        for container, name in places:
+        for container, name, stands_for in places:
             key = (id(container), name)
             swap = _SWAPS.get(key)
             if swap is None:
                 current, own = _get(container, name)
                 if current is None:
                     continue
-                swap = _Swap(container, name, original(current), own)
+                routed_as = original(getattr(container, stands_for)) if stands_for else None
+                swap = _Swap(container, name, original(current), own,
+                             routed_as or original(current))  # fmt: skip
                 _SWAPS[key] = swap
             if swap.users == 0:
-                _set(swap, _wrapper(swap.original))
+                _set(swap, _wrapper(swap.original, swap.routed_as))
             swap.users += 1
             taken.append(swap)
     return taken
@@ -130,9 +195,9 @@ def _release(taken: list[_Swap]) -> None:
 
 
 @contextlib.contextmanager
-def routed(places: Sequence[tuple[Any, str]], router: Router) -> Iterator[None]:
-    """While the block runs, calls through `places` (containers and attribute names) in this
-    thread go to `router` with the original callee."""
+def routed(places: Sequence[Place], router: Router) -> Iterator[None]:
+    """While the block runs, calls through `places` in this thread go to `router` with the
+    original callee (for an operator, the method it stands for)."""
     taken = _acquire(places)
     _ACTIVE.routers.append(router)
     try:

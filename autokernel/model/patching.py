@@ -60,7 +60,7 @@ class Patch:
         # Torch callees the router claims, by identity: a dict lookup keyed by the function
         # object is what torch.compile traces through (names would need string handling).
         self._callees: dict[Callable, tuple[str, list[str]]] = {}
-        self._places: dict[tuple[object, str], None] = {}  # where each callee is named
+        self._places: dict[callee_swap.Place, None] = {}  # where each callee is reached
         for kind in self.routers:
             for name in KINDS[kind].calls if kind in KINDS else ():
                 self._claim_callee(name, None)
@@ -81,12 +81,12 @@ class Patch:
 
     def _claim_callee(self, name: str, route: str | None) -> None:
         func = callee_swap.original(callnames.resolve(name))
-        place = callee_swap.owner_of(name)
-        if func is None or place is None:
+        places = callee_swap.places_of(name)
+        if func is None or not places:
             if route is not None:
                 self.notes.append(f"{name}: not reachable by name, left to PyTorch")
             return
-        self._places[place] = None
+        self._places.update(dict.fromkeys(places))
         entry = self._callees.setdefault(func, (name, []))
         if route is not None:
             entry[1].append(route)
@@ -109,25 +109,18 @@ class Patch:
             r.fallbacks.clear()
 
     @contextlib.contextmanager
-    def applied(self, model: nn.Module) -> Iterator[nn.Module]:
-        """The model runs the kernels inside the block, eagerly or torch.compile'd there (see
-        install); all undone after it. Only the model's own forward is routed: calls made in
-        the block outside it run as they are."""
-        remove = self.install(model)
-        # The model's functions swapped now, for the whole block: a torch.compile inside it
-        # reads the module globals as they are when it traces, not as a forward sets them.
-        swaps = self._swaps_of(model)
-        for entry, wrapper in swaps.functions:
-            entry.swap(wrapper)
-        swaps.held = True
+    def applied(self, model: nn.Module, traced: bool = True) -> Iterator[nn.Module]:
+        """Modules patched, the model's functions swapped and torch calls routed for the
+        block. traced (default): through a TorchFunctionMode, so a torch.compile of the model
+        inside the block traces the routing; traced=False: by swapped callees, for a block
+        that only runs the model eagerly (what verify checks, and what install does per
+        eager forward), where the mode would tax every other torch call."""
+        undo = self.patch_modules(model)
         try:
-            yield model
+            with self.functions_active(model, traced=traced):
+                yield model
         finally:
-            swaps.held = False
-            for entry, _ in reversed(swaps.functions):
-                entry.restore()
-            self._installed.remove(remove)
-            remove()
+            undo()
 
     def install(self, model: nn.Module) -> Callable[[], None]:
         """Patch for good: modules now, calls and functions only while the model's forward
@@ -138,7 +131,12 @@ class Patch:
 
         def patched_forward(*args, **kwargs):
             # Decided per forward: swapped callees when it runs eagerly, the mode when Dynamo
-            # traces it (torch.compile of the model, inside or after the patch).
+            # traces it (torch.compile of the model, inside or after the patch). Dynamo is kept
+            # out of the swapping itself: guards on module globals that a reload replaced
+            # failed to build (a model file loaded twice in one process).
+            if torch.compiler.is_compiling():
+                with _CallRouter(self) if self._callees else contextlib.nullcontext():
+                    return forward(*args, **kwargs)
             with self.functions_active(model, swaps=swaps):
                 return forward(*args, **kwargs)
 
@@ -257,8 +255,7 @@ class Patch:
         if traced is None:
             traced = torch.compiler.is_compiling()
         swaps = swaps or self._swaps_of(model)
-        functions = [] if swaps.held else swaps.functions
-        for entry, wrapper in functions:
+        for entry, wrapper in swaps.functions:
             entry.swap(wrapper)
         if not self._callees:
             calls: contextlib.AbstractContextManager = contextlib.nullcontext()
@@ -272,7 +269,7 @@ class Patch:
                 yield
         finally:
             self._active = False
-            for entry, _ in reversed(functions):
+            for entry, _ in reversed(swaps.functions):
                 entry.restore()
 
     def _swaps_of(self, model: nn.Module) -> _ModelSwaps:
@@ -291,7 +288,7 @@ class Patch:
         # Names the model's modules bound to a claimed callee (`from torch.nn.functional
         # import scaled_dot_product_attention`) are swapped too.
         for g in callnames.model_globals(model):
-            places += [(g, n) for n, v in list(g.items())
+            places += [(g, n, None) for n, v in list(g.items())
                        if callable(v) and callee_swap.original(v) in self._callees]  # fmt: skip
         return _ModelSwaps(functions, places)
 
@@ -340,8 +337,7 @@ class Patch:
 @dataclass
 class _ModelSwaps:
     functions: list[tuple[callnames.ModelFunction, Callable]]
-    places: list[tuple[object, str]]
-    held: bool = False  # the functions stay swapped for an `applied` block
+    places: list[callee_swap.Place]
 
 
 class _CallRouter(TorchFunctionMode):

@@ -205,7 +205,7 @@ def verify_model(
                 raise VerifyError(
                     f"the model's forward raised {type(exc).__name__}: {exc}"
                 ) from exc
-            with patch.applied(model):
+            with patch.applied(model, traced=False):  # as the timed eager forward routes
                 out = model(*inputs)
         result = VerifyResult(
             model=name, device=str(device), dtype=dtype_name(dtype),
@@ -242,7 +242,7 @@ def _candidates(
     for k in ran:
         alone = Patch([k], policy)
         try:
-            with torch.no_grad(), alone.applied(model):
+            with torch.no_grad(), alone.applied(model, traced=False):
                 out = model(*inputs)
         finally:
             alone.close()
