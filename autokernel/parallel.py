@@ -39,7 +39,7 @@ from autokernel.run.proposals import Proposer, Ticket
 from autokernel.run.recovery import check_branch
 from autokernel.run.rows import PARSE_ERRORS, invalid_row
 from autokernel.run.slot_board import SlotBoard, Visit
-from autokernel.run.state import InFlight, Score, TargetState
+from autokernel.run.state import InFlight, Queued, Score, TargetState
 from autokernel.run.worker_log import WorkerLog
 
 
@@ -100,7 +100,7 @@ class ParallelLoop(SlotJobs, Loop):
         return self.active()
 
     def _outstanding(self, target: str | None = None) -> int:
-        queued = [e for e in self.state.queue if target is None or e["target"] == target]
+        queued = [e for e in self.state.queue if target is None or e.target == target]
         asking = len(self.proposer.asking) if target is None else self.proposer.asking_for(target)
         return len(queued) + asking
 
@@ -134,8 +134,9 @@ class ParallelLoop(SlotJobs, Loop):
     def _ticket(self, ts: TargetState) -> Ticket:
         best = self.ws.show(ts.best_commit) if ts.best_commit else self.ws.kernel_path.read_text()
         ctx = briefing.context(self.state, ts, best, self.results.read(), self.settings.on_gpu)
-        mine = [e for e in self.state.queue if e["target"] == ts.name and e["kind"] == "kernel"]
-        busy = [{k: e.get(k) for k in ("experiment", "hypothesis", "config")} for e in mine]
+        mine = [e for e in self.state.queue if e.target == ts.name and e.kind == "kernel"]
+        busy = [{"experiment": e.experiment, "hypothesis": e.hypothesis, "config": e.config}
+                for e in mine]  # fmt: skip
         asking = self.proposer.asking_for(ts.name)
         ctx = dataclasses.replace(ctx, experiment=self.state.next_experiment + asking,
                                   in_flight=busy, others_asking=asking)  # fmt: skip
@@ -172,12 +173,11 @@ class ParallelLoop(SlotJobs, Loop):
             except (AgentError, *PARSE_ERRORS):
                 config = None  # an LLM's kernel without a literal CONFIG
         base = dataclasses.asdict(ticket.base_score) if ticket.base_score else None
-        self.state.queue.append({
-            "experiment": n, "target": ts.name, "agent": self.agent.name, "tokens": tokens,
-            "hypothesis": " ".join(text.split())[:200] or "(no hypothesis given)",
-            "kind": kind, "why": why, "base": ticket.base_commit, "base_score": base,
-            "config": config, "evaluated": kind == "invalid", "worker": None, "lost": [],
-        })  # fmt: skip
+        self.state.queue.append(Queued(
+            n, ts.name, self.agent.name, tokens,
+            " ".join(text.split())[:200] or "(no hypothesis given)",
+            kind, why, ticket.base_commit, base, config, evaluated=kind == "invalid",
+        ))  # fmt: skip
         self.state.next_experiment = n + 1
         self.state.tokens += tokens
         self.save()
@@ -188,17 +188,17 @@ class ParallelLoop(SlotJobs, Loop):
 
     def _write_ready(self) -> None:
         """Write every experiment whose turn has come: the lowest queued, once evaluated."""
-        while self.state.queue and self.state.queue[0]["evaluated"]:
+        while self.state.queue and self.state.queue[0].evaluated:
             e = self.state.queue[0]
-            if e["kind"] == "invalid":
+            if e.kind == "invalid":
                 self.write_invalid(e)
             else:
                 self._write_kernel(e)
 
-    def write_invalid(self, e: dict, recorded: bool = False) -> None:
+    def write_invalid(self, e: Queued, recorded: bool = False) -> None:
         """A reply with no usable kernel: a row and a number, nothing committed."""
-        ts = self.state.target(e["target"])
-        row = invalid_row(e["experiment"], ts, e["agent"], e["tokens"], e["why"])
+        ts = self.state.target(e.target)
+        row = invalid_row(e.experiment, ts, e.agent, e.tokens, e.why)
         if not recorded:
             self._append(row)
         self.state.queue.remove(e)
@@ -208,40 +208,40 @@ class ParallelLoop(SlotJobs, Loop):
         ts.round_invalid += 1
         self.done_here += 1
         self._tick(ts)
-        self.reporter.experiment(row, f"no usable kernel: {e['why']}")
+        self.reporter.experiment(row, f"no usable kernel: {e.why}")
         self._after(ts)
 
-    def _write_kernel(self, e: dict) -> None:
-        n, ts = e["experiment"], self.state.target(e["target"])
+    def _write_kernel(self, e: Queued) -> None:
+        n, ts = e.experiment, self.state.target(e.target)
         source = self.pending_path(n).read_text()
         if source == self.ws.kernel_path.read_text():  # a concurrent one was kept with it
-            e.update(kind="invalid", why="the same kernel as the current best, which a "
-                     "concurrent experiment brought in: nothing to commit")  # fmt: skip
+            e.kind, e.why = "invalid", ("the same kernel as the current best, which a "
+                                        "concurrent experiment brought in: nothing to commit")
             self.write_invalid(e)
             return
-        hypothesis = e["hypothesis"]
-        if e["lost"]:
-            hypothesis += f" (re-run after {len(e['lost'])} lost worker(s): {e['lost'][-1][:80]})"
+        hypothesis = e.hypothesis
+        if e.lost:
+            hypothesis += f" (re-run after {len(e.lost)} lost worker(s): {e.lost[-1][:80]})"
         f = InFlight(
             n,
             ts.name,
             hypothesis,
-            e["agent"],
-            e["tokens"],
+            e.agent,
+            e.tokens,
             queued=True,
-            base=e["base"],
-            base_score=e["base_score"],
-            worker=e["worker"],
+            base=e.base,
+            base_score=e.base_score,
+            worker=e.worker,
             entry=e,
         )
         self.state.queue.remove(e)
         self.state.in_flight = f
         self.save()
         check_branch(self.ws, self.state)
-        base = f"the best at {e['base'][:12]}" if e["base"] else "the starter"
-        where = self.pool.where(e["worker"]) if e["worker"] in self.pool.slots else "-"
+        base = f"the best at {e.base[:12]}" if e.base else "the starter"
+        where = self.pool.where(e.worker) if e.worker in self.pool.slots else "-"
         message = (f"exp {n} [{ts.name}]: {hypothesis}\n\nproposed from {base}; evaluated on "
-                   f"worker {e['worker']} ({where})")  # fmt: skip
+                   f"worker {e.worker} ({where})")  # fmt: skip
         f.commit = self.ws.commit_kernel(source, message)
         self.save()
         self.reporter.event(f"exp {n} [{ts.name}] {f.commit[:8]}: {hypothesis}")

@@ -20,7 +20,7 @@ from autokernel.pool import DEADLINE_MARGIN_S, DONE, PHASE, STARTED, Event
 from autokernel.run.keep_rule import score
 from autokernel.run.parallel_keep import Calibration
 from autokernel.run.slot_board import Visit, calibration_key, parse_calibration_key
-from autokernel.run.state import TargetState
+from autokernel.run.state import Queued, TargetState
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -74,18 +74,18 @@ class SlotJobs(_Base):
                     job = Job(calibration_key(visit), EVALUATE, [best], self._options_json(ts))
                     self._submit(slot, job)
                     continue
-            source = self.pending_path(e["experiment"]).read_text()
-            opts = self._options_json(self.state.target(e["target"]))
-            e["worker"] = slot
-            self._submit(slot, Job(f"{EXP}{e['experiment']}", EVALUATE, [source], opts))
+            source = self.pending_path(e.experiment).read_text()
+            opts = self._options_json(self.state.target(e.target))
+            e.worker = slot
+            self._submit(slot, Job(f"{EXP}{e.experiment}", EVALUATE, [source], opts))
 
-    def _waiting(self, e: dict) -> bool:
+    def _waiting(self, e: Queued) -> bool:
         """Not evaluated, and on no slot now (a slot named from a killed run's state, or one
         whose job was lost, does not count)."""
-        if e["evaluated"]:
+        if e.evaluated:
             return False
-        running = self.board.busy.get(e["worker"] or "")
-        return running is None or running[0] != f"{EXP}{e['experiment']}"
+        running = self.board.busy.get(e.worker or "")
+        return running is None or running[0] != f"{EXP}{e.experiment}"
 
     def _submit(self, slot: str, job: Job) -> None:
         self.board.take(slot, job.key)
@@ -125,24 +125,24 @@ class SlotJobs(_Base):
             self._answers[key] = ev
 
     def _evaluated(self, n: int, ev: Event) -> None:
-        e = next((e for e in self.state.queue if e["experiment"] == n), None)
+        e = next((e for e in self.state.queue if e.experiment == n), None)
         if e is None:
             return
         if ev.kind == DONE:
             verdict = Verdict.from_json(ev.result["verdict"])  # type: ignore[index]
         else:
-            e["lost"].append(ev.text)
-            e["worker"] = None
-            if len(e["lost"]) < MAX_LOSSES:
+            e.lost.append(ev.text)
+            e.worker = None
+            if len(e.lost) < MAX_LOSSES:
                 self.reporter.event(f"exp {n}: {ev.text}; it goes back to the queue")
                 self.save()
                 return
-            verdict = _lost_verdict(e["lost"])
+            verdict = _lost_verdict(e.lost)
         verdict.file = str(self.ws.kernel_path)
         path = self.verdict_path(n)
         path.parent.mkdir(parents=True, exist_ok=True)
         verdict.write(path)
-        e["evaluated"], e["worker"] = True, ev.slot
+        e.evaluated, e.worker = True, ev.slot
         self.save()
 
     def _calibrated(self, visit: Visit, ev: Event) -> None:

@@ -14,14 +14,14 @@ from pathlib import Path
 
 from autokernel import DISTRIBUTION
 from autokernel.run import layout
-from autokernel.run.results import ResultsLog
+from autokernel.run.results import EMPTY, ResultRow, ResultsLog, RowStatus
 from autokernel.run.worker_log import WorkerLog, summarize
 from autokernel.stats import amdahl as amdahl  # the report's estimate
 
 RESULTS_FILE = layout.RESULTS.name
 PNG_FILE = layout.PROGRESS_PNG.name
 BASELINE_AGENTS = ("starter", "best")  # rows that measure a known kernel, not a proposal
-FAILED = ("fail", "crash", "timeout", "rejected")
+FAILED = (RowStatus.FAIL, RowStatus.CRASH, RowStatus.TIMEOUT, RowStatus.REJECTED)
 TOP_KEPT = 5  # kept experiments listed by gain
 MATPLOTLIB_HINT = f"pip install matplotlib (or pip install '{DISTRIBUTION}[report]')"
 
@@ -118,14 +118,6 @@ class Report:
         return asdict(self)
 
 
-def _num(text: str | None) -> float | None:
-    try:
-        value = float(text) if text not in (None, "", "-") else None
-    except ValueError:
-        return None
-    return value if value is not None and value == value else None  # nan → None
-
-
 def _median(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
@@ -135,56 +127,54 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def _target(name: str, rows: list[dict[str, str]]) -> TargetReport:
+def _target(name: str, rows: list[ResultRow]) -> TargetReport:
     """Counts, baseline, best and plot points of one target from its rows (experiment order)."""
-    t = TargetReport(name=name, kernel_type=rows[0].get("kernel_type", "-"))
+    t = TargetReport(name=name, kernel_type=rows[0].kernel_type or EMPTY)
     t.experiments = len(rows)
-    starter = next((r for r in rows if r.get("agent") == "starter"), None)
+    keep = RowStatus.KEEP
+    starter = next((r for r in rows if r.agent == "starter"), None)
     first_keep = next(
-        (i for i, r in enumerate(rows) if r["status"] == "keep" and r.get("agent") not in
-         BASELINE_AGENTS), len(rows),
-    )  # fmt: skip
+        (i for i, r in enumerate(rows) if r.status is keep and r.agent not in BASELINE_AGENTS),
+        len(rows),
+    )
     # Re-measurements of the unchanged starter: the first timing may come from a cold machine.
-    again = [r for r in rows[:first_keep] if r.get("agent") == "best" and r["status"] == "keep"]
+    again = [r for r in rows[:first_keep] if r.agent == "best" and r.status is keep]
     if again:
         base = again
-        cold = _num(starter.get("latency_us")) if starter else None
+        cold = starter.latency_us if starter else None
         t.baseline_note = (
             f"median of {len(again)} re-measurements of the unchanged starter "
-            f"(exp {', '.join(r['experiment'] for r in again)})"
-            + (f"; its first measurement (exp {starter['experiment']}) gave {cold:.4g} µs"
+            f"(exp {', '.join(str(r.experiment) for r in again)})"
+            + (f"; its first measurement (exp {starter.experiment}) gave {cold:.4g} µs"
                if starter and cold is not None else "")
         )  # fmt: skip
     else:
-        base = [starter] if starter and starter["status"] == "keep" else []
+        base = [starter] if starter and starter.status is keep else []
         t.baseline_note = (
-            f"the starter measured once (exp {starter['experiment']})"
-            if base
+            f"the starter measured once (exp {starter.experiment})"
+            if starter and base
             else "the starter has no timing"
         )
-    t.baseline_us = _median([_num(r.get("latency_us")) for r in base])
-    t.baseline_vs_eager = _median([_num(r.get("speedup_vs_eager")) for r in base])
-    t.baseline_vs_compile = _median([_num(r.get("speedup_vs_compile")) for r in base])
+    t.baseline_us = _median([r.latency_us for r in base])
+    t.baseline_vs_eager = _median([r.speedup_vs_eager for r in base])
+    t.baseline_vs_compile = _median([r.speedup_vs_compile for r in base])
 
     for r in rows:
-        us = _num(r.get("latency_us"))
-        n = int(r["experiment"])
-        status, agent = r["status"], r.get("agent", "-")
-        t.points.append(Point(n, status, agent, us, _ratio(t.baseline_us, us)))
-        t.seconds += _num(r.get("harness_s")) or 0.0
-        t.tokens += int(_num(r.get("tokens")) or 0)
-        if status == "keep":
+        us, n, status, agent = r.latency_us, r.experiment, r.status, r.agent or EMPTY
+        t.points.append(Point(n, status.value, agent, us, _ratio(t.baseline_us, us)))
+        t.seconds += r.harness_s or 0.0
+        t.tokens += r.tokens or 0
+        if status is keep:
             if agent in BASELINE_AGENTS:
                 t.remeasured += agent == "best"
             else:
                 t.kept += 1
-            t.best_us, t.best_experiment, t.best_commit = us, n, r.get("commit")
-            t.speedup_vs_eager = _num(r.get("speedup_vs_eager"))
-            t.speedup_vs_compile = _num(r.get("speedup_vs_compile"))
-            t.pct_peak, t.throughput = _num(r.get("pct_peak")), _num(r.get("throughput"))
-            t.unit = r.get("unit", "")
-            t.best_backend = r.get("backend", "") if r.get("backend") != "-" else ""
-        elif status == "revert":
+            t.best_us, t.best_experiment, t.best_commit = us, n, r.commit or EMPTY
+            t.speedup_vs_eager, t.speedup_vs_compile = r.speedup_vs_eager, r.speedup_vs_compile
+            t.pct_peak, t.throughput = r.pct_peak, r.throughput
+            t.unit = r.unit or EMPTY
+            t.best_backend = r.backend or ""
+        elif status is RowStatus.REVERT:
             t.reverted += 1
         elif status in FAILED:
             t.failed += 1
@@ -195,19 +185,19 @@ def _target(name: str, rows: list[dict[str, str]]) -> TargetReport:
 
 
 def _top_kept(
-    by_target: dict[str, list[dict[str, str]]], reports: dict[str, TargetReport]
+    by_target: dict[str, list[ResultRow]], reports: dict[str, TargetReport]
 ) -> list[Kept]:
     """Kept proposals ranked by their gain over the best kernel they replaced."""
     kept = []
     for name, rows in by_target.items():
         best: float | None = None
         for r in rows:
-            if r["status"] != "keep":
+            if r.status is not RowStatus.KEEP:
                 continue
-            us = _num(r.get("latency_us"))
-            if r.get("agent") not in BASELINE_AGENTS:
+            us = r.latency_us
+            if r.agent not in BASELINE_AGENTS:
                 kept.append(
-                    Kept(int(r["experiment"]), name, r.get("commit", "-"), r.get("description", ""),
+                    Kept(r.experiment, name, r.commit or EMPTY, r.description or EMPTY,
                          _ratio(best, us), _ratio(reports[name].baseline_us, us))
                 )  # fmt: skip
             best = us
@@ -227,10 +217,9 @@ def build(workspace: Path, mode: str | None = None) -> Report:
     if not path.exists():
         raise ReportError(f"nothing to report: no {path} — run `autokernel run` first")
     try:
-        rows = ResultsLog(path).read()
+        rows = ResultsLog(path).rows()
     except OSError as exc:
         raise ReportError(f"cannot read {path}: {exc}") from None
-    rows = [r for r in rows if r.get("experiment", "").isdigit() and r.get("target")]
     if not rows:
         raise ReportError(
             f"nothing to report: {path} has no experiments yet — run `autokernel run`"
@@ -241,9 +230,9 @@ def build(workspace: Path, mode: str | None = None) -> Report:
     except ValueError as exc:
         state = None
         notes.append(f"state file unreadable ({exc}); reporting from results.tsv alone")
-    by_target: dict[str, list[dict[str, str]]] = {}
-    for r in sorted(rows, key=lambda r: int(r["experiment"])):
-        by_target.setdefault(r["target"], []).append(r)
+    by_target: dict[str, list[ResultRow]] = {}
+    for r in sorted(rows, key=lambda r: r.experiment):
+        by_target.setdefault(r.target, []).append(r)
     reports = {name: _target(name, rs) for name, rs in by_target.items()}
     if state is None:
         if not notes:

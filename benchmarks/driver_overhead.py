@@ -30,6 +30,7 @@ from autokernel.run.results import ResultsLog  # noqa: E402
 from autokernel.run.state import new_state  # noqa: E402
 from autokernel.run.workspace import Workspace  # noqa: E402
 from autokernel.targets import single  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 
 def _us(config: dict) -> float:
@@ -93,15 +94,19 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiments", type=int, default=120)
     ap.add_argument("--slots", default="1,8,64")
-    args = ap.parse_args()
+    args = runner.add_arguments(ap).parse_args()
     git = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout.strip()
     print(f"{git}; python {sys.version.split()[0]}")
-    print("| slots | experiments | driver s | ms per experiment | ceiling exp/h |")
-    print("|---|---|---|---|---|")
+    rows = []
     for n in (int(x) for x in args.slots.split(",")):
         count, seconds = measure(n, args.experiments)
         ms = 1000.0 * seconds / count
-        print(f"| {n} | {count} | {seconds:.1f} | {ms:.0f} | {3.6e6 / ms:.0f} |", flush=True)
+        rows.append({"slots": n, "experiments": count, "driver s": round(seconds, 1),
+                     "ms per experiment": round(ms), "ceiling exp/h": round(3.6e6 / ms)})  # fmt: skip
+        print(f"{n} slot(s): {ms:.0f} ms per experiment", flush=True)
+    markdown = f"{git}; python {sys.version.split()[0]}\n\n{runner.table(rows)}"
+    runner.record("driver_overhead", rows, markdown, commit=args.commit, results=args.results)
+    print(markdown)
     return 0
 
 

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 from autokernel.run.results import ResultsLog  # noqa: E402
 from autokernel.run.worker_log import WorkerLog, summarize  # noqa: E402
+from benchmarks import runner  # noqa: E402
 
 RUN_GRACE_S = 30  # start-up (imports, worker pool), the starter, and draining the last jobs
 ROW_LINE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) exp (\d+) \[[^\]]+\] (\w+) ")
@@ -131,13 +132,13 @@ def markdown(runs: list[dict], args: argparse.Namespace, gpu: str, versions: str
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out-dir", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown", help="the checkout's commit (no git there)")
     ap.add_argument("--workers", default="1,2", help="counts to run, e.g. 1,2,8 (0: sequential)")
     ap.add_argument("--seconds", type=float, default=35.0, help="loop time of each run")
     ap.add_argument("--kernel", default="rmsnorm")
     ap.add_argument("--prefix", default="h200", help="file name prefix: <prefix>-workers-DATE")
     ap.add_argument("extra", nargs="*", help="more `autokernel run` flags, after --")
-    args = ap.parse_args()
+    args = runner.add_arguments(ap).parse_args()
+    args.commit = args.commit or runner.tree_commit()
     import torch
 
     args.gpus = torch.cuda.device_count()
@@ -155,6 +156,9 @@ def main() -> int:
             stem.with_suffix(".md").write_text(markdown(runs, args, gpu, versions))
             print(f"{n} worker(s): {runs[-1]['experiments']} experiments, "
                   f"{fmt(runs[-1]['steady_per_hour'])}/h steady", flush=True)  # fmt: skip
+    rows = [{k: v for k, v in r.items() if k != "tail"} for r in runs]
+    runner.record("workers", rows, markdown(runs, args, gpu, versions), commit=args.commit,
+                  results=args.results, extra={"kernel": args.kernel, "seconds": args.seconds})  # fmt: skip
     print(stem.with_suffix(".md").read_text())
     return 0
 

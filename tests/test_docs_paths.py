@@ -47,3 +47,48 @@ def test_every_path_the_docs_name_exists():
         if not (ROOT / path).exists()
     ]
     assert not missing, "paths the docs name that are not in the repository:\n" + "\n".join(missing)
+
+
+# A results file as the docs and the code cite it, by bare name (`h200-host-2026-12-03-cebb12b.md`)
+# or as a path; `h200-<date>.md`-style placeholders are not names, nor is where a usage line
+# writes its output (`--json benchmarks/results/h200-x.json`).
+RESULTS = ROOT / "benchmarks" / "results"
+RESULT_NAME = re.compile(
+    r"(?<![\w.-])(h200-[a-z0-9][a-z0-9.-]*\.(?:md|json|jsonl|tsv|log|sh|txt|yaml))(?![\w-])"
+)
+
+
+OUTPUT = re.compile(r"--(?:json|out)\s+\S*$")
+
+
+def cited_results(text: str) -> set[str]:
+    return {
+        m.group(1) for m in RESULT_NAME.finditer(text)
+        if not OUTPUT.search(text[text.rfind("\n", 0, m.start()) + 1 : m.start()])
+    }  # fmt: skip
+
+
+def test_the_results_finder_reads_names_not_placeholders():
+    text = "see h200-host-2026-12-03-cebb12b.md, `benchmarks/results/h200-latest.json` and " \
+        "h200-cuda-<date>.md, h200-YYYY-MM-DD.md\n  x.py --json benchmarks/results/h200-new.json"
+    assert cited_results(text) == {"h200-host-2026-12-03-cebb12b.md", "h200-latest.json"}
+
+
+def test_every_results_file_the_docs_and_code_cite_exists():
+    """A pruned result that something still cites would send a reader to nothing; results
+    files citing each other are records, left as written (benchmarks/README.md says where a
+    converted one went)."""
+    sources = [*DOCS, ROOT / "benchmarks" / "README.md", ROOT / "examples" / "README.md"]
+    for folder in ("autokernel", "benchmarks", "kernels", "tests"):
+        sources += sorted((ROOT / folder).rglob("*.py"))
+    sources += [ROOT / "reference.py", ROOT / "orchestrate.py"]
+    missing = [
+        f"{path.relative_to(ROOT)}: {name}"
+        for path in sources
+        if RESULTS not in path.parents
+        for name in sorted(cited_results(path.read_text(errors="replace")))
+        if not (RESULTS / name).exists()
+    ]
+    assert not missing, "results files cited that are not in benchmarks/results:\n" + "\n".join(
+        missing
+    )

@@ -3,12 +3,14 @@ loses, a wrong or hanging candidate comes back as an error, never an exception."
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
+import torch
 
-from autokernel.harness.interleave import Comparison, relative_half_spread
+from autokernel.harness.interleave import Comparison, _size_entry, relative_half_spread
 from autokernel.harness.sandbox import Options, compare
 
 STARTER = Path(__file__).parents[1] / "kernels" / "softmax.py"
@@ -43,8 +45,10 @@ def test_a_copy_ties(same):
     assert size["best_us"] > 0 and size["candidate_us"] > 0
 
 
-def test_comparison_round_trips_through_json(same):
-    assert Comparison.from_json(same.to_json()) == same
+def test_comparison_round_trips_through_json():
+    pairs = [(2.0, 1.8), (2.1, 1.9), (2.05, 2.0)]
+    c = Comparison(1.08, 0.02, [_size_entry("4x256", torch.float32, pairs)], None, 3.5, {"a": 1.0})
+    assert Comparison.from_json(json.loads(json.dumps(c.to_json()))) == c
 
 
 @pytest.mark.slow

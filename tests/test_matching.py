@@ -111,7 +111,7 @@ def test_single_op_files_become_the_expected_targets(name, tmp_path, monkeypatch
 
 def test_tensor_methods_and_functions_are_claimed_alike():
     """x.softmax(-1), torch.softmax and F.softmax are one softmax to the matcher."""
-    from autokernel.model.call_matcher import match_call
+    from autokernel.model.matcher import match_call
 
     x = torch.randn(4, 8)
     for func, args in ((torch.Tensor.softmax, (x, -1)), (torch.softmax, (x, -1)),

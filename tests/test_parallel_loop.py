@@ -185,7 +185,7 @@ def test_a_killed_driver_resumes_with_nothing_lost_or_repeated(tmp_path, where, 
     with pytest.raises(Killed):
         loop.run()
     before = rows(tmp_path)
-    queued = [e["experiment"] for e in load(tmp_path).queue]
+    queued = [e.experiment for e in load(tmp_path).queue]
     fresh = FakePool(harness, slots=3, order="fifo")
     resumed = reopen_parallel(tmp_path, fresh, max_experiments=4, rules=Rules(max_reverts=50))
     resumed.run()
@@ -222,7 +222,7 @@ def killed_with_a_queue(root: Path) -> FakeHarness:
     kill_at(loop, "_write_kernel", 2)  # experiment 1 written, 2 and 3 numbered and saved
     with pytest.raises(Killed):
         loop.run()
-    assert [e["experiment"] for e in load(root).queue][:2] == [2, 3]
+    assert [e.experiment for e in load(root).queue][:2] == [2, 3]
     return harness
 
 

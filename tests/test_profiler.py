@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from autokernel.cli.profile import profile_command
 from autokernel.model.loading import ModelSource, load_model
 from autokernel.model.profiling.profile import Profile
-from autokernel.model.profiling.profiler import plan_data, run_profile, write_plan
+from autokernel.model.profiling.profiler import plan_data, plan_share, run_profile, write_plan
 from autokernel.targets import from_plan
 from autokernel.views.profile import profile_view
 
@@ -381,3 +381,14 @@ def test_a_target_with_a_tiny_share_keeps_a_share_the_plan_reader_accepts(tmp_pa
     plan = tmp_path / "plan.yaml"
     profiler.write_plan(prof, plan)
     assert all(t.share > 0 for t in from_plan(plan))
+
+
+def test_a_tiny_share_stays_above_zero_so_the_plan_still_loads(tmp_path):
+    assert plan_share(0.123456) == 0.1235 and plan_share(0.0) == 0.0
+    assert 0 < plan_share(3.2e-5) == 3.2e-05
+    plan = tmp_path / "plan.yaml"
+    entry = {"kernel_type": "softmax", "shapes": [{"rows": 4, "cols": 8}],
+             "share": plan_share(3.2e-5)}  # fmt: skip
+    plan.write_text(yaml.safe_dump({"targets": [entry]}))
+    (target,) = from_plan(plan)
+    assert target.share == 3.2e-05

@@ -58,6 +58,28 @@ def test_a_typed_row_writes_the_same_line_as_its_dict(tmp_path):
     assert one.read()[0]["status"] == RowStatus.KEEP == "keep"
 
 
+def test_rows_read_back_in_their_types(tmp_path):
+    log = ResultsLog(tmp_path / "r.tsv")
+    written = ResultRow(7, "abc1234", "softmax", "softmax", RowStatus.REVERT, "PASS", 12.5,
+                        2345.5, "GB/s", 55.25, 1.5, None, 41.0, "tuner", 120, "wider blocks",
+                        "bwrap", "triton")  # fmt: skip
+    log.append(written)
+    log.append(ResultRow(8, None, "softmax", None, RowStatus.INVALID, agent="openai:m"))
+    first, second = log.rows()
+    assert first == written and isinstance(first.tokens, int)
+    assert second.commit is None and second.latency_us is None and second.tokens is None
+
+
+def test_rows_that_are_no_experiment_are_left_out(tmp_path):
+    path = tmp_path / "r.tsv"
+    ResultsLog(path).append(row(1))
+    with path.open("a") as f:
+        f.write("\t".join(["x", *["-"] * (len(COLUMNS) - 1)]) + "\n")  # no number
+        f.write("\t".join(["2", "-", "softmax", "-", "weird", *["-"] * 13]) + "\n")
+    assert [r.experiment for r in ResultsLog(path).rows()] == [1]
+    assert len(ResultsLog(path).read()) == 3
+
+
 def test_header_once_across_appends_and_reopened_logs(tmp_path):
     path = tmp_path / "results.tsv"
     log = ResultsLog(path)

@@ -52,3 +52,22 @@ def test_converted_history_is_not_shown_as_latest(tmp_path):
             "markdown": "from an old file", "converted_from": "old.md"}  # fmt: skip
     (tmp_path / "h200.jsonl").write_text(json.dumps(line) + "\n")
     assert "from an old file" not in runner.write_latest(tmp_path).read_text()
+
+
+# Scripts with a main that record nothing, and why: each must still hold (the list only shrinks).
+NOT_A_QUESTION = {
+    "harness_diag": "prints diagnostics (cProfile stacks, stamps) for a person to read",
+    "switch_agent": "a command agent that `autokernel run` starts, not a measurement",
+}
+KNOWN_UNRECORDED = {
+    "ops": "writes its own <prefix>-latest.json and dated Markdown (issue 15's work)",
+    "redteam_gpu": "prints one JSON line per attack (issue 14's work)",
+}
+
+
+def test_every_benchmark_script_records_through_the_runner():
+    scripts = {p.stem: p.read_text() for p in (runner.ROOT / "benchmarks").glob("*.py")}
+    mains = {name for name, text in scripts.items() if "\ndef main(" in text}
+    unrecorded = {name for name in mains if "runner.record(" not in scripts[name]}
+    assert unrecorded <= set(NOT_A_QUESTION) | set(KNOWN_UNRECORDED), unrecorded
+    assert set(KNOWN_UNRECORDED) <= unrecorded, "now recorded: take it off KNOWN_UNRECORDED"

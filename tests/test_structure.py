@@ -142,3 +142,44 @@ def test_no_module_over_the_line_limit():
     long = {name for name, n in lengths.items() if n > MAX_LINES}
     assert long <= KNOWN_LONG, {n: lengths[n] for n in long - KNOWN_LONG}
     assert KNOWN_LONG <= long, f"now short enough, take it off KNOWN_LONG: {KNOWN_LONG - long}"
+
+
+# Where a kernel type may be named: its spec (specs/), its reference and its starter. The guard's
+# allow-lists name torch's and functools' own functions, which happen to share some names.
+TYPE_NAMES_MAY_APPEAR = ("autokernel.specs", "autokernel.kernels", "autokernel.reference",
+                         "autokernel.harness.guard_lists")  # fmt: skip
+
+
+def type_names_spelled(path: Path, names: set[str]) -> list[int]:
+    """Lines where a string literal (not a docstring or comment) is a kernel type's name."""
+    tree = ast.parse(path.read_text(), str(path))
+    docstrings = {
+        id(node.body[0].value) for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body and isinstance(node.body[0], ast.Expr)
+    }  # fmt: skip
+    return [
+        node.lineno for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and node.value in names and id(node) not in docstrings
+    ]  # fmt: skip
+
+
+def test_a_new_kernel_type_needs_no_code_outside_its_spec():
+    """Everything per type (model side included) derives from the spec registry, so a new type
+    is its spec, reference, starter and test: no other module spells a type's name."""
+    from autokernel.specs import SPECS
+
+    names = set(SPECS)
+    found = {
+        name: lines for name, path in _modules().items()
+        if not name.startswith(TYPE_NAMES_MAY_APPEAR)
+        and (lines := type_names_spelled(path, names))
+    }  # fmt: skip
+    assert not found, f"kernel type names spelled outside the specs: {found}"
+
+
+def test_the_spelling_finder_sees_a_literal(tmp_path):
+    path = tmp_path / "m.py"
+    source = '"""rmsnorm, in a docstring."""\nx = 1  # rmsnorm\nif x == "rmsnorm":\n    x = 2\n'
+    path.write_text(source)
+    assert type_names_spelled(path, {"rmsnorm"}) == [3]

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# Compiling eleven kernels for sm_90 takes half a minute on two cores: not the fast subset.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 K = ROOT / "kernels"
 
@@ -154,7 +157,6 @@ def _vector(widths: dict, op: str) -> int:
     return sum(n for w, n in widths.items() if w.startswith(op) and ".v4." in w)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("kernel", ["softmax", "cross_entropy", "rmsnorm", "layernorm", "reduce"])
 def test_odd_rows_load_16_byte_vectors(compiled, kernel):
     widths = compiled[8][kernel]["widths"]

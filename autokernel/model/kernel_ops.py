@@ -120,25 +120,7 @@ def unsupported(kind: str, args: Sequence, region: Region | None = None) -> str 
         return "tensors on several devices"
     if x.device.type != "cuda" and not (x.device.type == "cpu" and interpreter_on()):
         return f"device {x.device.type} (Triton needs CUDA or TRITON_INTERPRET=1)"
-    if kind == "cross_entropy":
-        return None if x.dim() == 2 and args[1].dim() == 1 else "not (N, V) logits"
-    if any(t.dtype != x.dtype for t in tensors[1:]):
-        return "mixed dtypes"
-    if x.dim() == 0 or x.shape[-1] == 0:
-        return "empty last dim"
-    if kind == "matmul" and (x.dim() != 2 or args[1].dim() != 2 or x.shape[1] != args[1].shape[0]):
-        return "not (M, K) @ (K, N)"
-    if kind == "flash_attention":
-        q, k, v = tensors
-        if q.dim() != 4 or k.shape != v.shape or k.shape[-1] != q.shape[-1]:
-            return "not (B, H, S, D) with matching K/V"
-        if q.shape[1] % k.shape[1]:
-            return "query heads not a multiple of key/value heads"
-    if kind == "rotary_embedding" and (
-        x.dim() != 4 or x.shape[-1] % 2 or args[1].numel() != x.shape[2] * x.shape[3]
-    ):
-        return "not (B, H, S, D) x with (S, D) cos/sin"
-    return None
+    return KINDS[kind].contract(args)
 
 
 def _generic_unsupported(xs: Sequence[torch.Tensor], region: Region | None) -> str | None:
@@ -378,8 +360,11 @@ def _eager_shortcut(op: Callable) -> Callable:
 
 
 OPS: dict[str, Callable] = {kind: _define(kind) for kind in KERNEL_TYPES}
-matmul, softmax, layernorm, rmsnorm = (OPS[k] for k in ("matmul", "softmax", "layernorm",
-                                                         "rmsnorm"))  # fmt: skip
-cross_entropy, reduce, flash_attention = (OPS[k] for k in ("cross_entropy", "reduce",
-                                                            "flash_attention"))  # fmt: skip
-fused_mlp, rotary_embedding, generic = OPS["fused_mlp"], OPS["rotary_embedding"], OPS[GENERIC]
+
+
+def __getattr__(name: str) -> Callable:
+    """`kernel_ops.<type>`: that type's op, as OPS holds it."""
+    try:
+        return OPS[name]
+    except KeyError:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

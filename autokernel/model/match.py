@@ -1,6 +1,7 @@
 """A match: what the matcher found a module, call or function to be, and how to replace it —
-the custom op's arguments, the plan's arguments and how the op's output becomes what the
-original returned. The record profile (module_calls.py) and verify (patching.py) both hold."""
+the type, the custom op's arguments, the plan's arguments and how the op's output becomes what
+the original returned. The record profile (module_calls.py) and verify (patching.py) both hold;
+the type's entry (specs/*_model.py) makes the Claim, the matcher names its type."""
 
 from __future__ import annotations
 
@@ -11,10 +12,7 @@ from typing import Any
 import torch
 
 from autokernel.model.kinds import call_size
-
-
-def first(outs: list[torch.Tensor]) -> torch.Tensor:
-    return outs[0]
+from autokernel.specs.model_side import Claim, first
 
 
 @dataclass
@@ -24,6 +22,12 @@ class Match:
     args: dict[str, object] = field(default_factory=dict)  # what plan.yaml keeps: eps, causal
     finish: Callable[[list[torch.Tensor]], Any] = first  # op outputs -> what the original gave
     more: tuple[tuple, ...] = ()  # further calls of the op (the k of a (q, k) rotary)
+
+    @classmethod
+    def of(cls, kind: str, claim: Claim | None) -> Match | None:
+        if claim is None:
+            return None
+        return cls(kind, claim.op_args, claim.args, claim.finish, claim.more)
 
     @property
     def calls(self) -> tuple[tuple, ...]:

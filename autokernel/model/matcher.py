@@ -1,22 +1,18 @@
-"""The one matcher: which module, call or model function is which of the nine kernel types.
+"""The one matcher: which module, torch call or model function is which kernel type.
 
 profile labels what it claims (so the time inside is one target of that type) and verify
-replaces exactly the same things, so every target a plan holds is one verify can plug in. A
-match names the op's arguments, the size in the spec's dims, the plan's arguments (eps, causal)
-and how the op's output becomes what the original returned (a Linear's bias and leading dims,
-a kept dim). Modules and functions matched by duck typing (an RMSNorm without the name, a
-SwiGLU MLP, a rotary function) are probed once on a tiny input against reference.py: a module
-computing something else (Gemma's 1 + weight, a GELU MLP) is not that type, with a note. A
-call outside a type's semantics (softmax over dim 0, a sum over a middle dim, an attention
-with a mask) is no match at all, so it can be a generic target instead.
-
-This module matches modules and the model's own functions; torch calls are call_matcher.py's
-and the Match record is match.py's.
+replaces exactly the same things, so every target a plan holds is one verify can plug in. What
+each type claims is its spec's model side (autokernel/specs/*_model.py): torch calls by the
+callee's name, whole modules, the model's own functions. A call outside a type's semantics
+(softmax over dim 0, a sum over a middle dim, an attention with a mask) is no match at all, so
+it can be a generic target instead. Modules and functions matched by duck typing (an RMSNorm
+without the name, a SwiGLU MLP, a rotary function) are probed once on a tiny input against
+reference.py, here: a module computing something else (Gemma's 1 + weight, a GELU MLP) is not
+that type, with a note.
 """
 
 from __future__ import annotations
 
-import inspect
 import types
 import weakref
 from collections.abc import Callable
@@ -24,15 +20,12 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from autokernel import reference
-from autokernel.model.call_matcher import floating
+from autokernel.model.calls import api_name
+from autokernel.model.kinds import CALLS, KINDS
 from autokernel.model.match import Match
+from autokernel.specs.model_side import floating
 
 PROBE_TOL = {torch.float32: 1e-4, torch.float64: 1e-9}  # else 2e-2 (half types)
-MLP_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))  # HF and Meta naming
-
-
-# ---- probes ---------------------------------------------------------------------------------
 
 _PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module/function -> note
 
@@ -42,7 +35,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and bool(((a.float() - b.float()).abs() <= tol * (1 + b.abs())).all())
 
 
-def _probe(owner: object, run: Callable[[], tuple[torch.Tensor, torch.Tensor]], what: str) -> str:
+def probe(owner: object, run: Callable[[], tuple[torch.Tensor, torch.Tensor]], what: str) -> str:
     """'' when the owner computes `what` on a small random input (cached per owner)."""
     try:
         return _PROBED[owner]
@@ -63,63 +56,26 @@ def _probe(owner: object, run: Callable[[], tuple[torch.Tensor, torch.Tensor]], 
     return note
 
 
-def eps_of(m: nn.Module, dtype: torch.dtype) -> float:
-    eps = getattr(m, "eps", getattr(m, "variance_epsilon", None))
-    return float(torch.finfo(dtype).eps if eps is None else eps)  # nn.RMSNorm: eps=None
-
-
-# ---- modules --------------------------------------------------------------------------------
-
-
-def _mlp_linears(module: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear] | None:
-    for names in MLP_NAMES:
-        parts = [getattr(module, n, None) for n in names]
-        if all(isinstance(p, nn.Linear) for p in parts):
-            return parts[0], parts[1], parts[2]
-    return None
-
-
-def mlp_linears(module: nn.Module) -> tuple[nn.Linear, ...]:
-    """The Linears a fused_mlp match takes over (patching leaves them alone)."""
-    return _mlp_linears(module) or ()
-
-
-def _rmsnorm_like(m: nn.Module) -> bool:
-    w = getattr(m, "weight", None)
-    named = isinstance(m, getattr(nn, "RMSNorm", ())) or "rmsnorm" in type(m).__name__.lower()
-    plain = (
-        isinstance(w, torch.Tensor) and w.dim() == 1 and getattr(m, "bias", None) is None
-        and (hasattr(m, "eps") or hasattr(m, "variance_epsilon"))
-    )  # fmt: skip
-    return named or plain
+def match_call(func: Callable, args: tuple, kwargs: dict, name: str | None = None) -> Match | None:
+    """The kernel type of a torch call, by the callee's name (given where it is known already:
+    verify's router looks callees up by identity, which torch.compile traces)."""
+    name = name or api_name(func)
+    entry = CALLS.get(name)
+    if entry is None:
+        return None
+    kind, matcher = entry
+    return Match.of(kind, matcher(name, args, kwargs))
 
 
 def module_kind(m: nn.Module) -> tuple[str | None, str]:
     """(the type a module computes as a whole, or None; why a likely one was not matched).
-    Modules matched by duck typing are probed once."""
-    cls = type(m)
-    if isinstance(m, nn.Linear):
-        if cls.forward is not nn.Linear.forward:
-            return None, "a Linear subclass with its own forward"
-        return "matmul", ""
-    if isinstance(m, nn.LayerNorm):
-        if cls.forward is not nn.LayerNorm.forward:
-            return None, "a LayerNorm subclass with its own forward"
-        if len(m.normalized_shape) != 1 or m.weight is None or m.bias is None:
-            return None, "LayerNorm not over one dim with weight and bias"
-        return "layernorm", ""
-    linears = _mlp_linears(m)
-    if linears is not None:
-        if any(lin.bias is not None for lin in linears):
-            return None, "SwiGLU-named MLP with biased Linears"
-        note = _probe(m, lambda: _run_mlp(m, *linears), "a SwiGLU MLP")
-        return (None, note) if note else ("fused_mlp", "")
-    if _rmsnorm_like(m):
-        w = getattr(m, "weight", None)
-        if not isinstance(w, torch.Tensor) or w.dim() != 1:
-            return None, "RMSNorm-like module without a 1-D weight"
-        note = _probe(m, lambda: _run_rmsnorm(m, w), "rmsnorm")
-        return (None, note) if note else ("rmsnorm", "")
+    The first type whose entry recognizes the module decides; duck-typed ones are probed."""
+    for kind, side in KINDS.items():
+        if side.module is None:
+            continue
+        note = side.module.claim(m, probe)
+        if note is not None:
+            return (kind, "") if note == "" else (None, note)
     return None, ""
 
 
@@ -129,96 +85,31 @@ def match_module(m: nn.Module, args: tuple, kwargs: dict) -> Match | None:
     x = args[0] if args else next(iter(kwargs.values()), None)
     if kind is None or len(args) + len(kwargs) != 1:  # the types' modules take one tensor
         return None
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() == 0:
+    if not floating(x) or x.dim() == 0:
         return None
-    if kind == "matmul":
-        if x.shape[-1] != m.in_features:
-            return None
-        return Match("matmul", (x.reshape(-1, m.in_features), m.weight.t()),
-                     finish=_linear_finish(m, x))  # fmt: skip
-    if kind == "layernorm":
-        if x.shape[-1] != m.normalized_shape[0]:
-            return None
-        eps = float(m.eps)
-        return Match("layernorm", (x, m.weight, m.bias, eps), {"eps": eps})
-    if kind == "fused_mlp":
-        g, u, d = _mlp_linears(m)  # type: ignore[misc]
-        if x.shape[-1] != g.in_features:
-            return None
-        return Match("fused_mlp", (x, g.weight, u.weight, d.weight))
-    w = m.weight
-    if x.shape[-1] != w.shape[0]:
-        return None
-    eps = eps_of(m, x.dtype)
-    return Match("rmsnorm", (x, w, eps), {"eps": eps})
+    return Match.of(kind, KINDS[kind].module.match(m, x))  # type: ignore[union-attr]
 
 
-def _linear_finish(m: nn.Linear, x: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-    lead = x.shape[:-1]
-
-    def finish(outs: list[torch.Tensor]) -> torch.Tensor:
-        out = outs[0] if m.bias is None else outs[0] + m.bias
-        return out.reshape(*lead, m.out_features)
-
-    return finish
+def owned_modules(m: nn.Module) -> tuple[nn.Module, ...]:
+    """Submodules a claim of `m` takes over (a SwiGLU MLP's Linears): patching leaves them."""
+    return tuple(c for side in KINDS.values() if side.module for c in side.module.owns(m))
 
 
-def _run_rmsnorm(m: nn.Module, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randn(3, w.shape[0], dtype=w.dtype, device=w.device)
-    return type(m).forward(m, x), reference.rmsnorm(x, w, eps_of(m, x.dtype))
+def likely_kinds(m: nn.Module) -> set[str]:
+    """Types a module looks like by its name or parts, matched or not (verify notes why not)."""
+    return {k for k, side in KINDS.items() if side.module and side.module.likely(m)}
 
 
-def _run_mlp(m: nn.Module, g, u, d) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randn(2, g.in_features, dtype=g.weight.dtype, device=g.weight.device)
-    return type(m).forward(m, x), reference.fused_mlp(x, g.weight, u.weight, d.weight)
-
-
-# ---- the model's functions --------------------------------------------------------------------
-
-
-def n_required(fn: Callable) -> int:
-    params = inspect.signature(fn).parameters.values()
-    return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-               for p in params)  # fmt: skip
-
-
-def _table(t: object, x: torch.Tensor) -> torch.Tensor | None:
-    if not isinstance(t, torch.Tensor) or x.dim() != 4 or t.shape[-2:] != x.shape[-2:]:
-        return None
-    return t.reshape(x.shape[-2:]) if all(n == 1 for n in t.shape[:-2]) else None
+def function_kinds() -> set[str]:
+    """Types the model's own functions can compute."""
+    return {k for k, side in KINDS.items() if side.function is not None}
 
 
 def match_function(fn: types.FunctionType, args: tuple, kwargs: dict) -> Match | None:
-    """A model function that computes rotary embeddings: fn(x, cos, sin) -> x rotated, or
-    fn(q, k, cos, sin, ...) -> (q, k) rotated (Hugging Face's), with (S, D) tables."""
-    if kwargs or len(args) < 3 or not all(isinstance(a, torch.Tensor) for a in args[:3]):
-        return None
-    try:
-        pair = n_required(fn) >= 4
-    except (TypeError, ValueError):
-        return None
-    xs, tables = (args[:2], args[2:4]) if pair else (args[:1], args[1:3])
-    if len(tables) != 2 or len(args) != len(xs) + 2 or not floating(*xs, *tables):
-        return None
-    cs = [_table(t, xs[0]) for t in tables]
-    if any(c is None for c in cs) or any(x.shape[-2:] != xs[0].shape[-2:] for x in xs):
-        return None
-    if xs[0].shape[-1] % 2:
-        return None
-    if _probe(fn, lambda: _run_rotary(fn, pair), "rotary_embedding"):
-        return None
-    first = (xs[0], cs[0], cs[1])
-    if pair:  # Hugging Face's form: (q, k), one op call each
-        return Match("rotary_embedding", first, finish=tuple, more=((xs[1], cs[0], cs[1]),))
-    return Match("rotary_embedding", first)
-
-
-def _run_rotary(fn: Callable, pair: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 2, 3, 8, generator=gen)
-    freqs = torch.randn(3, 4, generator=gen)
-    cos, sin = torch.cat((freqs, freqs), -1).cos(), torch.cat((freqs, freqs), -1).sin()
-    want = reference.rotary_embedding(x, cos, sin)
-    if pair:
-        return fn(x, x, cos[None], sin[None])[1], want
-    return fn(x, cos, sin), want
+    """The type a model function's call computes (a rotary helper), or None."""
+    for kind, side in KINDS.items():
+        if side.function is not None:
+            match = Match.of(kind, side.function(fn, args, kwargs, probe))
+            if match is not None:
+                return match
+    return None

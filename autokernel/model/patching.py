@@ -29,12 +29,19 @@ from torch.overrides import TorchFunctionMode
 
 from autokernel.model import callee_swap, kernel_ops
 from autokernel.model import calls as callnames
-from autokernel.model.call_matcher import match_call
 from autokernel.model.generic_ops import GenericRoute
 from autokernel.model.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.model.kinds import KINDS
 from autokernel.model.match import Match
-from autokernel.model.matcher import match_function, match_module, mlp_linears, module_kind
+from autokernel.model.matcher import (
+    function_kinds,
+    likely_kinds,
+    match_call,
+    match_function,
+    match_module,
+    module_kind,
+    owned_modules,
+)
 from autokernel.specs import GENERIC
 
 _OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
@@ -168,7 +175,7 @@ class Patch:
                 continue
             m.forward = types.MethodType(forward, m)
             patched.append(m)
-            claimed.update(id(c) for c in mlp_linears(m))
+            claimed.update(id(c) for c in owned_modules(m))
 
         def undo() -> None:
             for m in patched:
@@ -294,10 +301,10 @@ class Patch:
 
     def _function_wrapper(self, entry: callnames.ModelFunction) -> Callable | None:
         fn, run = entry.function, entry.value
-        rotary = "rotary_embedding" in self.routers
+        typed = bool(function_kinds() & set(self.routers))
         head = f"function:{fn.__module__}.{fn.__qualname__}"
         routes = [r for r in self.generic if callnames.route_head(r) == head]
-        if not rotary and not routes:
+        if not typed and not routes:
             return None
         if id(run) in self._wrappers:
             return self._wrappers[id(run)]
@@ -305,10 +312,10 @@ class Patch:
         def wrapper(*args, **kwargs):
             if kernel_ops.in_op():
                 return run(*args, **kwargs)
-            if rotary:
+            if typed:
                 match = match_function(fn, args, kwargs)
-                if match is not None:
-                    self._count("rotary_embedding")
+                if match is not None and match.kind in self.routers:
+                    self._count(match.kind)
                     return self._run(match)
             route = self._generic_route(routes, args, kwargs)
             if route is not None:
@@ -354,7 +361,4 @@ class _CallRouter(TorchFunctionMode):
 
 def _likely(m: nn.Module, routers: dict) -> bool:
     """A module that looks like a loaded type by its name or parts (notes are kept for those)."""
-    name = type(m).__name__.lower()
-    return ("rmsnorm" in name and "rmsnorm" in routers) or (
-        bool(mlp_linears(m)) and "fused_mlp" in routers
-    )
+    return bool(likely_kinds(m) & set(routers))

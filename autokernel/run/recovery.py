@@ -168,8 +168,8 @@ def check_queue(loop: QueueDriver) -> None:
     s = loop.state
     recorded = loop.results.experiments() | set(loop.ws.attempts())
     for e in list(s.queue):
-        n = e["experiment"]
-        if n in recorded and e["kind"] == "invalid" and s.queue[0] is e:
+        n = e.experiment
+        if n in recorded and e.kind == "invalid" and s.queue[0] is e:
             loop.write_invalid(e, recorded=True)  # its row was written, the state was not
             continue
         if n in recorded:
@@ -178,15 +178,15 @@ def check_queue(loop: QueueDriver) -> None:
                 "refs/autokernel/attempts: the state was edited or belongs to another run; "
                 "start a new run with another --tag"
             )
-        if e["kind"] == "kernel" and not loop.pending_path(n).is_file():
-            e.update(kind="invalid", evaluated=True,
-                     why=f"its proposed kernel {loop.pending_path(n)} is missing")  # fmt: skip
+        if e.kind == "kernel" and not loop.pending_path(n).is_file():
+            e.kind, e.evaluated = "invalid", True
+            e.why = f"its proposed kernel {loop.pending_path(n)} is missing"
             loop.reporter.event(f"repaired: exp {n}'s proposal is gone; recorded as invalid")
-        elif e["kind"] == "kernel" and e["evaluated"] and _saved_verdict(loop, n) is None:
-            e["evaluated"] = False
-        if not e["evaluated"]:
-            e["worker"] = None  # the slots of the killed run are gone
-    numbers = {e["experiment"] for e in s.queue}
+        elif e.kind == "kernel" and e.evaluated and _saved_verdict(loop, n) is None:
+            e.evaluated = False
+        if not e.evaluated:
+            e.worker = None  # the slots of the killed run are gone
+    numbers = {e.experiment for e in s.queue}
     if s.in_flight is not None:
         numbers.add(s.in_flight.experiment)
     folder = loop.pending_path(0).parent
@@ -198,7 +198,7 @@ def check_queue(loop: QueueDriver) -> None:
     loop.save()
     if s.queue:
         loop.reporter.event(f"resuming with {len(s.queue)} proposal(s) already numbered: "
-                            f"exp {', '.join(str(e['experiment']) for e in s.queue)}")  # fmt: skip
+                            f"exp {', '.join(str(e.experiment) for e in s.queue)}")  # fmt: skip
 
 
 def _saved_verdict(loop: Driver, n: int) -> Verdict | None:

@@ -65,6 +65,24 @@ class ResultRow:
     def as_dict(self) -> dict[str, object]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
+    @classmethod
+    def parse(cls, text: Mapping[str, str]) -> ResultRow | None:
+        """The row as the file holds it (every field text, "-" for none) back in its types;
+        None for a row that is no experiment (no number, no target, an unknown status).
+        Columns a file from before them lacks are None."""
+        try:
+            experiment, status = int(text.get("experiment", "")), RowStatus(text.get("status"))
+        except ValueError:
+            return None
+        if not text.get("target") or text["target"] == EMPTY:
+            return None
+        values: dict[str, object] = {}
+        for name in COLUMNS[5:]:
+            raw = text.get(name, EMPTY)
+            values[name] = None if raw in ("", EMPTY) else _PARSE.get(name, str)(raw)
+        return cls(experiment, _text(text.get("commit")), text["target"],
+                   _text(text.get("kernel_type")), status, **values)  # fmt: skip
+
 
 COLUMNS = tuple(f.name for f in fields(ResultRow))
 STATUSES = tuple(s.value for s in RowStatus)
@@ -74,6 +92,30 @@ SIGNIFICANT_DIGITS = 5  # timings vary run to run by far more than 1e-5
 HEADER = "\t".join(COLUMNS) + "\n"
 _BREAKS = re.compile(r"[^\S ]")  # any whitespace but a plain space: tabs, newlines, \r, ...
 _TAIL_CHUNK = 4096  # bytes read at a time when looking back for the last newline
+
+
+def _text(raw: str | None) -> str | None:
+    return None if raw in (None, "", EMPTY) else raw
+
+
+def _float(raw: str) -> float | None:
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if value == value else None  # nan: no figure
+
+
+def _int(raw: str) -> int | None:
+    value = _float(raw)
+    return None if value is None else int(value)
+
+
+# How each typed column reads back; the others are text.
+_PARSE = {
+    "latency_us": _float, "throughput": _float, "pct_peak": _float, "speedup_vs_eager": _float,
+    "speedup_vs_compile": _float, "harness_s": _float, "tokens": _int,
+}  # fmt: skip
 
 
 def _format_float(value: float) -> str:
@@ -215,6 +257,11 @@ class ResultsLog:
             if len(fields) == len(header) and fields != header:
                 rows.append(dict(zip(header, fields, strict=True)))
         return rows
+
+    def rows(self) -> list[ResultRow]:
+        """The experiments' rows in their types, oldest first (rows that are no experiment, as
+        ResultRow.parse says, are left out)."""
+        return [row for text in self.read() if (row := ResultRow.parse(text)) is not None]
 
     def experiments(self) -> set[int]:
         """Experiment numbers recorded so far."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from autokernel.cache import write_json_atomic
 from autokernel.run.layout import STATE_FILE
@@ -16,6 +17,7 @@ from autokernel.targets import Target
 __all__ = [
     "STATE_FILE",
     "InFlight",
+    "Queued",
     "Score",
     "State",
     "StateError",
@@ -119,6 +121,27 @@ class TargetState:
 
 
 @dataclass
+class Queued:
+    """A proposal the parallel loop has numbered but not yet written (autokernel/parallel.py):
+    saved in the state with its kernel under .autokernel/pending/N.py before any worker runs
+    it, so a resume neither loses it nor gives its number twice."""
+
+    experiment: int
+    target: str
+    agent: str
+    tokens: int
+    hypothesis: str
+    kind: Literal["kernel", "invalid"]  # invalid: the reply held no usable kernel
+    why: str = ""  # why it is invalid
+    base: str | None = None  # the best's commit it was proposed from
+    base_score: dict | None = None  # that best's Score, as JSON
+    config: dict | None = None  # its CONFIG literal, shown to the agents asked beside it
+    evaluated: bool = False  # its verdict is saved; it is written when its number's turn comes
+    worker: str | None = None  # the slot evaluating (or that evaluated) it
+    lost: list[str] = field(default_factory=list)  # why each worker that ran it was lost
+
+
+@dataclass
 class InFlight:
     """The experiment between taking its number and writing its row. Saved before its commit
     and again after it, so that a resume finds what a kill interrupted (run/recovery.py)."""
@@ -136,7 +159,7 @@ class InFlight:
     base: str | None = None
     base_score: dict | None = None
     worker: str | None = None
-    entry: dict | None = None
+    entry: Queued | None = None
 
 
 @dataclass
@@ -152,10 +175,9 @@ class State:
     tokens: int = 0
     max_tokens: int | None = None
     in_flight: InFlight | None = None  # the experiment between its number and its row
-    # With parallel workers: proposals numbered but not yet written, in experiment order, each
-    # {experiment, target, hypothesis, agent, tokens, kind, base, base_score, evaluated, lost}
-    # (autokernel/parallel.py); the one being written moves to in_flight.
-    queue: list[dict] = field(default_factory=list)
+    # With parallel workers: proposals numbered but not yet written, in experiment order; the
+    # one being written moves to in_flight.
+    queue: list[Queued] = field(default_factory=list)
     parallel: dict = field(default_factory=dict)  # {workers, ray_address}: kept by --resume
     finishing: str | None = None  # a target whose optimized/ commit is being written
     ended: str = ""  # why the last session of this run stopped
@@ -192,8 +214,11 @@ class State:
                 raw[key] = Score(**raw[key]) if raw.get(key) else None
             targets.append(TargetState(**raw))
         flight = data.get("in_flight")
-        flight = InFlight(**flight) if flight is not None else None
-        return cls(**{**data, "targets": targets, "in_flight": flight})
+        if flight is not None:
+            entry = flight.get("entry")
+            flight = InFlight(**{**flight, "entry": Queued(**entry) if entry else None})
+        queue = [Queued(**e) for e in data.get("queue", [])]
+        return cls(**{**data, "targets": targets, "in_flight": flight, "queue": queue})
 
 
 def new_state(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 
 from autokernel import reference
+from autokernel.specs.attention_model import FLASH_ATTENTION_MODEL
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randn
 
 DIMS = ("batch", "heads", "kv_heads", "seq", "head_dim")
@@ -128,4 +129,5 @@ FLASH_ATTENTION = KernelSpec(
     ),
     reference=reference.flash_attention,
     eager=_eager,
+    model=FLASH_ATTENTION_MODEL,
 )

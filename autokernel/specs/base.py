@@ -1,8 +1,8 @@
 """The spec of a kernel type: what the harness, the tuner and the profiler know about it.
 
 A spec is data: argument names, how to build inputs for a size, which sizes each stage uses on
-a GPU and on the CPU interpreter, adversarial inputs, FLOP and byte counts, and tolerances.
-Nothing here comes from kernel.py.
+a GPU and on the CPU interpreter, adversarial inputs, FLOP and byte counts, tolerances, and its
+model side (how a model's calls and modules become the type). Nothing here comes from kernel.py.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
+
+from autokernel.specs.model_side import ModelSide
 
 Size = Mapping[str, int]
 Inputs = tuple  # positional arguments of kernel_fn: tensors and python scalars
@@ -93,6 +95,9 @@ class KernelSpec:
     bench_dtype_cpu: torch.dtype = torch.float32
     dtypes: tuple[torch.dtype, ...] = DTYPES  # what the stages sweep
     variant: str = ""  # a generic target's region digest: one type, many different ops
+    # How profile and verify find the type in a model (specs/<family>_model.py); None for a
+    # generic target, whose region says it instead.
+    model: ModelSide | None = None
 
     @property
     def cache_name(self) -> str:

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randint, randn
+from autokernel.specs.cross_entropy_model import CROSS_ENTROPY_MODEL
 
 DIMS = ("rows", "vocab")
 
@@ -130,4 +131,5 @@ CROSS_ENTROPY = KernelSpec(
     reference=reference.cross_entropy,
     eager=lambda logits, targets: F.cross_entropy(logits, targets),
     out_dtype=lambda d: torch.promote_types(d, torch.float32),
+    model=CROSS_ENTROPY_MODEL,
 )

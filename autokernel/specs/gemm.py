@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randn
+from autokernel.specs.gemm_model import FUSED_MLP_MODEL, MATMUL_MODEL
 
 
 def _matmul_inputs(size, dtype, gen, device):
@@ -123,6 +124,7 @@ MATMUL = KernelSpec(
     ),
     reference=reference.matmul,
     eager=torch.matmul,
+    model=MATMUL_MODEL,
 )
 
 
@@ -216,4 +218,5 @@ FUSED_MLP = KernelSpec(
     ),
     reference=reference.fused_mlp,
     eager=_mlp_eager,
+    model=FUSED_MLP_MODEL,
 )

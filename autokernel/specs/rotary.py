@@ -6,6 +6,7 @@ import torch
 
 from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randn
+from autokernel.specs.rotary_model import ROTARY_EMBEDDING_MODEL
 
 DIMS = ("batch", "heads", "seq", "head_dim")
 THETA = 10000.0
@@ -123,4 +124,5 @@ ROTARY_EMBEDDING = KernelSpec(
     ),
     reference=reference.rotary_embedding,
     eager=_eager,
+    model=ROTARY_EMBEDDING_MODEL,
 )

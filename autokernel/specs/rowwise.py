@@ -7,6 +7,12 @@ import torch.nn.functional as F
 
 from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, Size, SizeSet, randn, uniform
+from autokernel.specs.rowwise_model import (
+    LAYERNORM_MODEL,
+    REDUCE_MODEL,
+    RMSNORM_MODEL,
+    SOFTMAX_MODEL,
+)
 
 DIMS = ("batch", "rows", "cols")
 
@@ -139,6 +145,7 @@ SOFTMAX = KernelSpec(
     ),
     reference=reference.softmax,
     eager=lambda x: torch.softmax(x, dim=-1),
+    model=SOFTMAX_MODEL,
 )
 
 
@@ -201,6 +208,7 @@ LAYERNORM = KernelSpec(
     ),
     reference=reference.layernorm,
     eager=_layernorm_eager,
+    model=LAYERNORM_MODEL,
 )
 
 
@@ -256,6 +264,7 @@ RMSNORM = KernelSpec(
     ),
     reference=reference.rmsnorm,
     eager=_rmsnorm_eager,
+    model=RMSNORM_MODEL,
 )
 
 
@@ -310,4 +319,5 @@ REDUCE = KernelSpec(
     ),
     reference=reference.reduce,
     eager=lambda x: x.sum(dim=-1),
+    model=REDUCE_MODEL,
 )

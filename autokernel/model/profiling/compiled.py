@@ -19,23 +19,23 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from autokernel.model.kinds import KINDS
 from autokernel.model.loading import LoadedModel
 from autokernel.model.profiling.attribution import FORWARD_LABEL, KERNEL_TYPES, Instance, attribute
 from autokernel.model.profiling.module_calls import ModuleRecorder
 
 BY_NAMES = "kernel names"  # a target's compiled time read off Inductor's kernels
 BY_RATIO = "whole-forward ratio"  # eager time x compiled/eager of the whole forward
-# Substrings of Inductor's kernel names (fused op names) that identify a kernel type, first match
-# wins: layer norm before the rsqrt of an RMSNorm, since a decomposed layer norm has one too.
-NAME_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("flash_attention", ("flash", "fmha", "attention", "sdpa")),
-    ("layernorm", ("layer_norm",)),
-    ("rmsnorm", ("rms_norm", "rsqrt")),
-    ("cross_entropy", ("nll_loss",)),
-    ("softmax", ("_softmax",)),
+# Substrings of Inductor's kernel names (fused op names) that identify a kernel type, by the
+# types' ranks (ModelSide.inductor_rank): first match wins.
+NAME_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (kind, side.inductor_names)
+    for kind, side in sorted(KINDS.items(), key=lambda item: item[1].inductor_rank)
+    if side.inductor_names
 )
 # Types whose compiled code is not one kernel that names them: the ratio is the honest figure.
-RATIO_ONLY = ("fused_mlp", "rotary_embedding", "reduce")
+RATIO_ONLY = tuple(kind for kind, side in KINDS.items() if side.compiled == "ratio")
+BY_SHAPE = tuple(kind for kind, side in KINDS.items() if side.compiled == "shape")
 
 
 @dataclass
@@ -81,7 +81,7 @@ def group_compiled(
     per = 1e-3 / iterations
     for inst in instances:
         kind = inst.kind if inst.kind in KERNEL_TYPES else kind_of_kernel(inst.name)
-        if kind == "matmul" or (kernels is None and kind is not None):
+        if kind in BY_SHAPE or (kernels is None and kind is not None):
             if inst.us > 0:
                 out.setdefault(kind, []).append((inst.shape, inst.us * per))
     for name, us in kernels or ():
@@ -104,7 +104,7 @@ def target_compile_ms(
     out = []
     for kind, shape, eager_ms in targets:
         found = figures.by_kind.get(kind, [])
-        if kind == "matmul":
+        if kind in BY_SHAPE:
             ms = sum(m for s, m in found if s == shape)
         elif kind in RATIO_ONLY or count[kind] > 1:
             ms = 0.0

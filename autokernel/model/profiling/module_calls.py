@@ -22,9 +22,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from autokernel.model import calls as callnames
-from autokernel.model.call_matcher import match_call
 from autokernel.model.match import Match
-from autokernel.model.matcher import match_function, match_module
+from autokernel.model.matcher import match_call, match_function, match_module
 
 LABEL_PREFIX = "ak.module::"
 CALL_PREFIX = "ak.call::"

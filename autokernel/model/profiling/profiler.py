@@ -169,6 +169,12 @@ def _short(name: str) -> str:
     return safe if safe[0].isalpha() else f"g_{safe}"
 
 
+def plan_share(share: float) -> float:
+    """A share as plan.yaml writes it: four decimals, but a target's share never rounds to 0,
+    which `autokernel run` refuses (a small op beside large products: 3e-5 of the time)."""
+    return round(share, 4) or float(f"{share:.2g}")
+
+
 def plan_data(prof: Profile) -> dict:
     """The plan.yaml content: kernel targets first (what `autokernel run` reads), then the
     context a reader needs (totals, what was left as 'other')."""
@@ -179,9 +185,7 @@ def plan_data(prof: Profile) -> dict:
             "kernel_type": r.kind,
             "shapes": [dict(r.shape)] if r.shape else [],
             "dtype": r.dtype if r.dtype in PLAN_DTYPES else None,
-            # Significant digits, not decimals: a target under 0.005 % of the time rounded to a
-            # share of 0, which the plan reader rightly refuses (the run would not start).
-            "share": float(f"{r.share:.4g}"),
+            "share": plan_share(r.share),
             "calls": r.calls,
             "ms": round(r.ms, 4),
             "args": dict(r.args),

@@ -1,0 +1,171 @@
+"""The model side of the matrix types: matmul (nn.Linear, 2-D products, F.linear) and the
+SwiGLU fused_mlp (a module with gate/up/down or w1/w3/w2 Linears, probed)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from autokernel import reference
+from autokernel.specs.model_side import (
+    Claim,
+    ModelSide,
+    ModuleSide,
+    Probe,
+    Size,
+    bind,
+    dense_contract,
+    floating,
+)
+
+MLP_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))  # HF and Meta naming
+AFFINE_ATEN = ("aten::addmm", "aten::baddbmm", "aten::addbmm")  # the bias comes first
+MATMUL_ATEN = ("aten::linear", "aten::matmul", "aten::mm", "aten::bmm", *AFFINE_ATEN)
+MATMUL_CALLS = ("torch.matmul", "Tensor.matmul", "Tensor.__matmul__", "torch.mm", "Tensor.mm",
+                "torch.nn.functional.linear")  # fmt: skip
+
+
+# ---- matmul ------------------------------------------------------------------------------------
+
+
+def _matmul_call(name: str, args: tuple, kwargs: dict) -> Claim | None:
+    linear = name.endswith("functional.linear")
+    b = bind(("input", "weight", "bias") if linear else ("input", "other"), args, kwargs)
+    if b is None:
+        return None
+    a, w = b.get("input"), b.get("weight" if linear else "other")
+    if not floating(a, w) or a.dim() < 2 or w.dim() != 2:
+        return None
+    k = w.shape[1] if linear else w.shape[0]
+    if a.shape[-1] != k:
+        return None
+    lead, bias = a.shape[:-1], b.get("bias")
+    n = w.shape[0] if linear else w.shape[1]
+
+    def finish(outs: list[torch.Tensor]) -> torch.Tensor:
+        return (outs[0] if bias is None else outs[0] + bias).reshape(*lead, n)
+
+    return Claim((a.reshape(-1, k), w.t() if linear else w), finish=finish)
+
+
+def _linear_module(m: nn.Module, probe: Probe) -> str | None:
+    if not isinstance(m, nn.Linear):
+        return None
+    if type(m).forward is not nn.Linear.forward:
+        return "a Linear subclass with its own forward"
+    return ""
+
+
+def _linear_call(m: nn.Module, x: torch.Tensor) -> Claim | None:
+    if x.shape[-1] != m.in_features:
+        return None
+    lead = x.shape[:-1]
+
+    def finish(outs: list[torch.Tensor]) -> torch.Tensor:
+        out = outs[0] if m.bias is None else outs[0] + m.bias
+        return out.reshape(*lead, m.out_features)
+
+    return Claim((x.reshape(-1, m.in_features), m.weight.t()), finish=finish)
+
+
+def _matmul_event(event) -> tuple[Size, dict[str, object]] | None:
+    """M, N, K from the operands; batched products fold the batch into M (args say so)."""
+    shapes = [s for s in event.input_shapes if s]
+    if event.name in AFFINE_ATEN:
+        shapes = shapes[1:]
+    if len(shapes) < 2:
+        return None
+    a, b = shapes[0], shapes[1]
+    if event.name == "aten::linear":  # weight is (N, K)
+        if len(b) != 2:
+            return None
+        return {"M": math.prod(a[:-1]), "N": b[0], "K": b[1]}, {}
+    if len(a) < 2 or len(b) < 2:
+        return None
+    if len(b) == 2:
+        return {"M": math.prod(a[:-1]), "N": b[1], "K": b[0]}, {}
+    batch = math.prod(a[:-2])
+    return {"M": batch * a[-2], "N": b[-1], "K": a[-1]}, {"batch": batch}
+
+
+def _matmul_contract(args) -> str | None:
+    why = dense_contract(args)
+    if why:
+        return why
+    x, w = args[0], args[1]
+    if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[0]:
+        return "not (M, K) @ (K, N)"
+    return None
+
+
+# ---- fused_mlp ---------------------------------------------------------------------------------
+
+
+def _mlp_linears(module: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear] | None:
+    for names in MLP_NAMES:
+        parts = [getattr(module, n, None) for n in names]
+        if all(isinstance(p, nn.Linear) for p in parts):
+            return parts[0], parts[1], parts[2]
+    return None
+
+
+def mlp_linears(module: nn.Module) -> tuple[nn.Module, ...]:
+    """The Linears a fused_mlp claim takes over (patching leaves them alone)."""
+    return _mlp_linears(module) or ()
+
+
+def _run_mlp(m: nn.Module, g, u, d) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(2, g.in_features, dtype=g.weight.dtype, device=g.weight.device)
+    return type(m).forward(m, x), reference.fused_mlp(x, g.weight, u.weight, d.weight)
+
+
+def _mlp_module(m: nn.Module, probe: Probe) -> str | None:
+    linears = _mlp_linears(m)
+    if linears is None:
+        return None
+    if any(lin.bias is not None for lin in linears):
+        return "SwiGLU-named MLP with biased Linears"
+    return probe(m, lambda: _run_mlp(m, *linears), "a SwiGLU MLP")
+
+
+def _mlp_call(m: nn.Module, x: torch.Tensor) -> Claim | None:
+    g, u, d = _mlp_linears(m)  # type: ignore[misc]
+    if x.shape[-1] != g.in_features:
+        return None
+    return Claim((x, g.weight, u.weight, d.weight))
+
+
+def _mlp_size(a) -> Size:
+    return {"M": a[0].numel() // a[0].shape[-1], "hidden": a[0].shape[-1], "inter": a[1].shape[0]}
+
+
+def _has_mlp(m: nn.Module) -> bool:
+    return bool(mlp_linears(m))
+
+
+def _fake_matmul(A: torch.Tensor, B: torch.Tensor, slot: int) -> torch.Tensor:
+    return A.new_empty((A.shape[0], B.shape[1]))
+
+MATMUL_MODEL = ModelSide(
+    "(Tensor A, Tensor B, int slot) -> Tensor",
+    2,
+    _fake_matmul,
+    lambda a: {"M": a[0].shape[0], "N": a[1].shape[1], "K": a[0].shape[1]},
+    "nn.Linear modules and 2-D products (x @ w, torch.matmul, F.linear)",
+    calls=dict.fromkeys(MATMUL_CALLS, _matmul_call),
+    module=ModuleSide(_linear_module, _linear_call),
+    aten=dict.fromkeys(MATMUL_ATEN, _matmul_event),
+    compiled="shape",  # Inductor leaves GEMMs to cuBLAS through aten::mm: known by shape
+    contract=_matmul_contract,
+)
+FUSED_MLP_MODEL = ModelSide(
+    "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, int slot) -> Tensor",
+    4,
+    lambda x, wg, wu, wd, slot: x.new_empty((*x.shape[:-1], wd.shape[0])),
+    _mlp_size,
+    "modules with gate_proj/up_proj/down_proj or w1/w3/w2 Linears computing SwiGLU",
+    module=ModuleSide(_mlp_module, _mlp_call, owns=mlp_linears, likely=_has_mlp),
+    # its GEMMs and SiLU land in separate compiled kernels: the ratio stands
+)
