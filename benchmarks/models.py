@@ -42,6 +42,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported: CPU kernels
 ROOT = Path(__file__).resolve().parents[1]
 
+from autokernel.model.name_shield import shield_kernels_name  # noqa: E402
 from autokernel.model.verify.verifier import VerifyError, collect_kernels, conclude, verify_model  # noqa: E402
 from benchmarks import runner  # noqa: E402
 
@@ -77,6 +78,7 @@ class BenchError(Exception):
 
 def build(family: str, tiny: bool, device: torch.device, dtype: torch.dtype):
     """(model, [input_ids], tokens) for one family at GPU or tiny size, random weights."""
+    shield_kernels_name()
     try:
         import transformers
     except ImportError:

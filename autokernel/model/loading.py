@@ -22,6 +22,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from autokernel.model.name_shield import shield_kernels_name
 from autokernel.specs import parse_dtype
 
 SEED = 0  # inputs drawn from --input-shape repeat across commands, so profile and verify agree
@@ -70,6 +71,7 @@ def load_model(src: ModelSource) -> LoadedModel:
     """Build the model, its inputs, cast both, and run one forward pass to prove it works."""
     device = _device(src.device)
     dtype = _dtype(src.dtype, device)
+    shield_kernels_name()  # before transformers or a model module that imports it
     if src.hf_config:
         model, inputs, name, origin = _from_hf(src)
     elif src.path is not None:
