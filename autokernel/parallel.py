@@ -215,8 +215,13 @@ class ParallelLoop(SlotJobs, Loop):
         n, ts = e.experiment, self.state.target(e.target)
         source = self.pending_path(n).read_text()
         if source == self.ws.kernel_path.read_text():  # a concurrent one was kept with it
-            e.kind, e.why = "invalid", ("the same kernel as the current best, which a "
-                                        "concurrent experiment brought in: nothing to commit")
+            e.kind, e.why = (
+                "invalid",
+                (
+                    "the same kernel as the current best, which a "
+                    "concurrent experiment brought in: nothing to commit"
+                ),
+            )
             self.write_invalid(e)
             return
         hypothesis = e.hypothesis

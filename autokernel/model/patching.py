@@ -201,7 +201,7 @@ class Patch:
         def forward(module: nn.Module, *args, **kwargs):
             if kernel_ops.in_op():
                 return original(module, *args, **kwargs)
-            match = match_module(module, args, kwargs)
+            match = match_module(module, args, kwargs, kind)
             if match is None or match.kind != kind:
                 router.fallback("this call is not the module's kernel type")
                 return original(module, *args, **kwargs)

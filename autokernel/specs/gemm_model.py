@@ -148,6 +148,7 @@ def _has_mlp(m: nn.Module) -> bool:
 def _fake_matmul(A: torch.Tensor, B: torch.Tensor, slot: int) -> torch.Tensor:
     return A.new_empty((A.shape[0], B.shape[1]))
 
+
 MATMUL_MODEL = ModelSide(
     "(Tensor A, Tensor B, int slot) -> Tensor",
     2,

@@ -4,6 +4,7 @@ probed once against reference.py whatever its name."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Callable, Sequence
@@ -22,7 +23,10 @@ from autokernel.specs.model_side import (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def n_required(fn: Callable) -> int:
+    """Required positional parameters; cached, since inspect.signature per call cost more
+    than the rest of the claim (a model calls its rotary function once per layer)."""
     params = inspect.signature(fn).parameters.values()
     return sum(p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
                for p in params)  # fmt: skip
