@@ -146,3 +146,21 @@ def test_generic_kernels_plug_in_under_torch_compile(name, tmp_path, monkeypatch
     for g, w in zip(got if isinstance(got, tuple) else (got,),
                     want if isinstance(want, tuple) else (want,), strict=True):  # fmt: skip
         torch.testing.assert_close(g, w)
+
+
+def _two(x, y):
+    return x + y
+
+
+def _rotate(q, k, cos, sin, unsqueeze_dim=1):
+    return q, k
+
+
+def test_only_functions_that_could_be_rotary_get_wrapped():
+    """Verify wraps a model function (a frame and a match per call) only where a type could
+    claim it: rotary needs x, cos, sin or q, k, cos, sin positionally."""
+    from autokernel.model.matcher import function_kinds
+
+    assert "rotary_embedding" in function_kinds(_rotate)
+    assert "rotary_embedding" not in function_kinds(_two)
+    assert "rotary_embedding" in function_kinds()

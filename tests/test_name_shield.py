@@ -1,6 +1,7 @@
 """Run from the checkout's root, our top-level kernels/ must not stand in for an installed
 `kernels` distribution (transformers >= 5 imports Hugging Face's; CI failed on exactly that)."""
 
+import importlib
 import sys
 
 import pytest
@@ -34,8 +35,7 @@ def test_installed_distribution_wins_over_ours(tmp_path, clean_modules, monkeypa
         ours = ""
     sys.path[:] = [ours, installed]
     assert shield_kernels_name() == "installed"
-    import kernels
-
+    kernels = importlib.import_module("kernels")  # the name under test, not our package
     assert kernels.CUDAProperties == "hub"
     assert sys.path == [ours, installed]  # the path is left as the user had it
 
@@ -44,8 +44,7 @@ def test_ours_stays_when_nothing_is_installed(tmp_path, clean_modules):
     ours = _package(tmp_path / "checkout", f"{MARK} = True\n")
     sys.path[:] = [ours]
     assert shield_kernels_name() == "absent"
-    import kernels
-
+    kernels = importlib.import_module("kernels")  # the name under test, not our package
     assert getattr(kernels, MARK) is True
 
 

@@ -104,9 +104,13 @@ def likely_kinds(m: nn.Module) -> set[str]:
     return {k for k, side in KINDS.items() if side.module and side.module.likely(m)}
 
 
-def function_kinds() -> set[str]:
-    """Types the model's own functions can compute."""
-    return {k for k, side in KINDS.items() if side.function is not None}
+def function_kinds(fn: types.FunctionType | None = None) -> set[str]:
+    """Types the model's own functions can compute; given `fn`, those that could claim it
+    (judged from the function alone, before any call)."""
+    return {
+        k for k, side in KINDS.items()
+        if side.function is not None and (fn is None or side.function_may_claim(fn))
+    }  # fmt: skip
 
 
 def match_function(fn: types.FunctionType, args: tuple, kwargs: dict) -> Match | None:

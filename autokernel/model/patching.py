@@ -301,7 +301,7 @@ class Patch:
 
     def _function_wrapper(self, entry: callnames.ModelFunction) -> Callable | None:
         fn, run = entry.function, entry.value
-        typed = bool(function_kinds() & set(self.routers))
+        typed = bool(function_kinds(fn) & set(self.routers))
         head = f"function:{fn.__module__}.{fn.__qualname__}"
         routes = [r for r in self.generic if callnames.route_head(r) == head]
         if not typed and not routes:

@@ -97,6 +97,10 @@ class ModelSide:
     calls: Mapping[str, CallMatch] = field(default_factory=dict)  # by calls.api_name
     module: ModuleSide | None = None
     function: FunctionMatch | None = None  # the model's own module-level functions
+    # Which of the model's functions `function` could ever claim, from the function alone (its
+    # signature): verify wraps only those, as every wrapped function costs each call a frame
+    # and a match (GPT-2's 31 functions, all wrapped, cost about 100 us per CPU forward).
+    function_may_claim: Callable[[types.FunctionType], bool] = lambda fn: True
     aten: Mapping[str, AtenParse] = field(default_factory=dict)  # attribution by aten name
     # Substrings of Inductor's kernel names that say a compiled kernel computes the type; where
     # one fused kernel's name holds several types' substrings, the lowest rank claims it.

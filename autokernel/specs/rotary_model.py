@@ -32,6 +32,14 @@ def n_required(fn: Callable) -> int:
                for p in params)  # fmt: skip
 
 
+def _may_claim(fn: types.FunctionType) -> bool:
+    """Only a function taking x, cos, sin (or q, k, cos, sin) positionally can be rotary."""
+    try:
+        return n_required(fn) >= 3
+    except (TypeError, ValueError):
+        return False
+
+
 def _table(t: object, x: torch.Tensor) -> torch.Tensor | None:
     if not isinstance(t, torch.Tensor) or x.dim() != 4 or t.shape[-2:] != x.shape[-2:]:
         return None
@@ -93,5 +101,6 @@ ROTARY_EMBEDDING_MODEL = ModelSide(
     _size,
     "model functions that compute rotary embeddings on (B, H, S, D) tensors (probed)",
     function=_function,
+    function_may_claim=_may_claim,
     # fused into its neighbours by Inductor, not one kernel that names it: the ratio stands
 )
