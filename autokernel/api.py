@@ -70,7 +70,7 @@ def use_kernels(
     patch = (
         workspace if isinstance(workspace, Patch) else load_kernels(workspace, policy, mode=mode)
     )
-    with patch.applied(model):
+    with patch.installed(model):
         if not cuda_graphs:
             yield patch
             return

@@ -312,6 +312,43 @@ def test_patched_model_traces_under_torch_compile(tmp_path):
 # --- the Python API, the workspace and the command ---------------------------------------------
 
 
+def test_use_kernels_routes_eager_forwards_without_a_torch_function_mode(tmp_path):
+    """An eager forward inside use_kernels routes by swapped callees: a TorchFunctionMode held
+    for the block taxed every other torch call of the forward (view 0.9 -> 10.7 us, CPU)."""
+    modes_seen = []
+
+    class Probe(nn.Module):
+        def forward(self, x):
+            modes_seen.append(len(torch.overrides._get_current_function_mode_stack()))
+            return torch.softmax(x.view(4, 8), -1)
+
+    model = Probe()
+    patch = api.load_kernels(workspace_with(tmp_path, starters("softmax")))
+    try:
+        with api.use_kernels(model, patch), torch.no_grad():
+            got = model(torch.randn(32))
+        assert modes_seen == [0]
+        assert patch.counts()["softmax"]["kernel"] == 1
+        assert "forward" not in vars(model)  # restored after the block
+        torch.testing.assert_close(got.sum(-1), torch.ones(4))
+    finally:
+        patch.close()
+
+
+def test_an_install_gives_back_the_forward_it_found(tmp_path):
+    """A forward the user had set on the instance (a wrapper, an outer patch) is restored."""
+    model = Tiny(layers=1).eval()
+    theirs = model.forward
+    model.forward = theirs  # an instance attribute now, as a wrapper would set it
+    patch = api.load_kernels(workspace_with(tmp_path, starters("softmax")))
+    try:
+        with api.use_kernels(model, patch):
+            assert vars(model)["forward"] is not theirs
+        assert vars(model)["forward"] is theirs
+    finally:
+        patch.close()
+
+
 def test_patch_model_for_good_and_remove(tmp_path):
     model = Tiny(layers=1).eval()
     patch = api.patch_model(model, workspace_with(tmp_path, starters("softmax", "matmul")))

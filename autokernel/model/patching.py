@@ -133,7 +133,7 @@ class Patch:
         """Patch for good: modules now, calls and functions only while the model's forward
         runs. Returns the function that removes it all."""
         undo = self.patch_modules(model)
-        forward = model.forward
+        forward, before = model.forward, model.__dict__.get("forward")
         swaps = self._swaps_of(model)  # found now, eagerly: Dynamo cannot trace the search
 
         def patched_forward(*args, **kwargs):
@@ -150,11 +150,28 @@ class Patch:
         model.forward = patched_forward
 
         def remove() -> None:
-            model.__dict__.pop("forward", None)
+            if before is None:
+                model.__dict__.pop("forward", None)
+            else:  # the forward an outer install or wrapper had set
+                model.forward = before
             undo()
 
         self._installed.append(remove)
         return remove
+
+    @contextlib.contextmanager
+    def installed(self, model: nn.Module) -> Iterator[nn.Module]:
+        """`install` for the block: each forward decides how calls are routed (swapped callees
+        eagerly, the TorchFunctionMode when Dynamo traces it), so an eager forward in the block
+        pays nothing on the torch calls no kernel claims, and torch.compile inside it still
+        traces the routing. `applied` would hold the mode for the whole block instead."""
+        remove = self.install(model)
+        try:
+            yield model
+        finally:
+            remove()
+            with contextlib.suppress(ValueError):
+                self._installed.remove(remove)
 
     def remove(self) -> None:
         """Undo every install and release the ops' slots."""
