@@ -7,9 +7,11 @@ median, labelled as a CPU figure: under the Triton interpreter it says nothing a
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +38,26 @@ class Measurement:
         return self.p80_us - self.p20_us
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic collector off while samples are taken, as timeit does: a collection that
+    lands inside one sample adds its pause (milliseconds with a Hugging Face model's heap) to that
+    sample alone, a host-side outlier in a host-bound forward's timing."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def measure(fn: Callable[[], object], on_gpu: bool) -> Measurement:
+    with gc_paused():
+        return _measure(fn, on_gpu)
+
+
+def _measure(fn: Callable[[], object], on_gpu: bool) -> Measurement:
     if on_gpu:
         import triton.testing
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from autokernel import timing
 from autokernel.timing import host_per_call_us
 
 
@@ -49,3 +52,25 @@ def test_an_honest_kernel_keeps_its_timed_figure():
     m = Measurement(100.0, 95.0, 105.0)
     assert slower(m, [90.0, 99.0, 100.0, 98.0, 97.0]) is m
     assert slower(m, [120.0, 130.0, 125.0]).median_us == 125.0
+
+
+def test_samples_are_taken_with_the_collector_paused_and_it_is_restored():
+    import gc
+
+    seen = []
+    m = timing.measure(lambda: seen.append(gc.isenabled()), on_gpu=False)
+    assert seen and not any(seen) and m.median_us >= 0
+    assert gc.isenabled()
+
+    def boom():
+        raise RuntimeError("x")
+
+    with pytest.raises(RuntimeError):
+        timing.measure(boom, on_gpu=False)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        timing.measure(lambda: None, on_gpu=False)
+        assert not gc.isenabled()  # the caller's choice stands
+    finally:
+        gc.enable()
