@@ -105,9 +105,12 @@ FORBIDDEN_METHODS = frozenset(
      "max", "min", "argmax", "logsumexp", "norm", "var", "std", "layer_norm", "rms_norm",
      "cross_entropy", "nll_loss", "scaled_dot_product_attention", "linear", "gather",
      "index_select", "scatter", "scatter_add", "where", "clamp", "clip", "masked_fill", "lerp",
-     "addcmul", "addcdiv", "cos", "sin", "roll", "flip", "cat", "stack", "numpy", "tolist",
-     "cpu", "apply_", "map_", "item"}
+     "addcmul", "addcdiv", "cos", "sin", "roll", "flip", "cat", "stack", "numpy", "cpu"}
 )  # fmt: skip
+# Tensor methods that hand element values to Python without any aten op (the runtime monitor
+# sees nothing): with them kernel.py computed a softmax in Python and passed. Refused as
+# attributes, called or not: `read = x.tolist; read()` has no call of `.tolist()` to flag.
+HOST_READ_ATTRS = frozenset({"tolist", "item", "map_", "map2_", "apply_"})
 
 # Attribute names that lead out of the sandbox from any object (e.g. triton.runtime.jit.os), and
 # those that reach a module's globals without a dunder: frames and generators, and a jit
