@@ -33,6 +33,7 @@ from autokernel.harness.channel import (
 from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
+from autokernel.harness.untrusted_text import printable
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
 from autokernel.specs import KernelSpec, parse_dtype, resolve
 from autokernel.specs.base import dtype_name
@@ -76,9 +77,10 @@ class Link:
 
     def _tick(self) -> None:
         self.tick()
-        # a phase the worker entered on its own (baselines, waiting for the spare)
+        # a phase the worker entered on its own (baselines, waiting for the spare); the file is
+        # the candidate's to write, and the phase goes to the user's terminal as it is
         raw = read_untrusted(self.worker.work / "progress", PHASE_BYTES)
-        phase = raw.decode(errors="replace").strip()
+        phase = printable(raw.decode(errors="replace")).strip()
         if phase and phase != self.file_phase:
             self.file_phase = phase
             self.enter(phase)
