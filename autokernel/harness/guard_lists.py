@@ -121,16 +121,18 @@ ESCAPE_ATTRS = frozenset(
      "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
      "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file", "ag_code", "signature",
-     "from_callable", "storage", "untyped_storage", "numpy", "handle"}
+     "from_callable", "storage", "untyped_storage", "storage_type", "numpy", "handle"}
 )  # fmt: skip
 # numpy, handle: an ndarray writes files (tofile, dump) and computes outside the kernel; a tensor's
 # .numpy reaches one even uncalled (f = x.numpy), and under the interpreter every value of a jit
 # body carries one in .handle.data.
 # from_file (above): a tensor's storage maps any file, read or (shared) written, from a method;
-# storage, untyped_storage: a storage's .type("a.b") imports the module a string names (the
-# fault corpus's own attacks among them). signature, from_callable: Triton's functions carry an
-# inspect.Signature, whose from_callable(f, eval_str=True) evals f's string annotations, and
-# Torch's and Triton's own, in their modules (code in a string, unread by this guard).
+# storage, untyped_storage, storage_type: a storage's .type("a.b") imports the module a string
+# names (the fault corpus's own attacks among them) and calls what it finds with an int; a
+# tensor's .storage_type() is the legacy storage class, which builds one from a size.
+# signature, from_callable: Triton's functions carry an inspect.Signature, whose
+# from_callable(f, eval_str=True) evals f's string annotations, and Torch's and Triton's own,
+# in their modules (code in a string, unread by this guard).
 # str.format and format_map look up the attributes and items their string names, dunders
 # included: "{0.__traceback__.tb_frame.f_back.f_locals}" read the harness's frames.
 STRING_LOOKUP_ATTRS = frozenset({"format", "format_map"})
