@@ -286,6 +286,11 @@ class _Checker:
         problem = path_problem(path)
         if problem:
             self.flag(node, problem)
+        elif _is_module_path(".".join(path)):
+            # `m = tl.math` hands on a module under a name _resolve does not know, and every
+            # chain from it goes unjudged (m.core.typing.get_type_hints evals strings).
+            self.flag(node, f"{'.'.join(path)} is a module: use it only to name a member, "
+                      f"{'.'.join(path)}.<allowed name>")  # fmt: skip
         elif id(node) in self.jit_nodes and path[0] == "torch":
             self.flag(node, f"{'.'.join(path)} inside a @triton.jit body: use triton.language")
 
