@@ -121,7 +121,8 @@ ESCAPE_ATTRS = frozenset(
      "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
      "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file", "ag_code", "signature",
-     "from_callable", "storage", "untyped_storage", "storage_type", "numpy", "handle"}
+     "from_callable", "storage", "untyped_storage", "storage_type", "numpy", "handle",
+     "cr_code", "do_bench"}
 )  # fmt: skip
 # numpy, handle: an ndarray writes files (tofile, dump) and computes outside the kernel; a tensor's
 # .numpy reaches one even uncalled (f = x.numpy), and under the interpreter every value of a jit
@@ -133,6 +134,8 @@ ESCAPE_ATTRS = frozenset(
 # signature, from_callable: Triton's functions carry an inspect.Signature, whose
 # from_callable(f, eval_str=True) evals f's string annotations, and Torch's and Triton's own,
 # in their modules (code in a string, unread by this guard).
+# do_bench: an autotuned kernel's .do_bench is Triton's benchmarker, a device clock (see
+# PTX_CLOCK_REGISTER). cr_code: a coroutine's code object, like gi_code and ag_code.
 # str.format and format_map look up the attributes and items their string names, dunders
 # included: "{0.__traceback__.tb_frame.f_back.f_locals}" read the harness's frames.
 STRING_LOOKUP_ATTRS = frozenset({"format", "format_map"})
