@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from autokernel.harness import interpreter_bounds
-from autokernel.harness.channel import encode_tensor
+from autokernel.harness.channel import encode_tensor, output_bound
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
 from autokernel.harness.worker_timing import TimingRejected, time_calls
@@ -119,6 +119,7 @@ class Session:
         # output in that memory was kept by the kernel across calls
         self.previous: torch.Tensor | None = None
         self.n_out = 0
+        self.out_bound = 0  # the most bytes an output may take (channel.output_bound)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -159,6 +160,11 @@ class Session:
 
     def _send(self, out: object) -> dict[str, Any]:
         self.n_out += 1
+        if type(out) is torch.Tensor and out.numel() * out.element_size() > self.out_bound:
+            # Not written: torch.empty(1 << 34) costs nothing to return, and its bytes went to
+            # the host's disk (up to the file size cap) before the judge refused them.
+            return _fault("FAIL", f"output shape {tuple(out.shape)} {out.dtype} is far larger "
+                          "than the output expected; it was not handed to the judge")  # fmt: skip
         try:
             return {"out": encode_tensor(out, self.work, f"out-{self.n_out}.bin")}
         except TypeError as exc:
@@ -171,6 +177,7 @@ class Session:
         kernel_fn = self.kernels[int(req.get("role", 0))]
         snapshot = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         _poison(req["out_shape"], parse_dtype(req["out_dtype"]), self.device)
+        self.out_bound = output_bound(tuple(req["out_shape"]), parse_dtype(req["out_dtype"]))
         monitor = TorchOpMonitor()
         try:
             if self.monitor:
