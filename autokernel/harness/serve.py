@@ -22,7 +22,7 @@ from autokernel.harness import interpreter_bounds
 from autokernel.harness.channel import encode_tensor, output_bound
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
-from autokernel.harness.worker_timing import TimingRejected, time_calls
+from autokernel.harness.worker_timing import Sampled, TimingRejected, time_calls
 from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, parse_dtype
 
@@ -128,6 +128,8 @@ class Session:
         self.previous: torch.Tensor | None = None
         self.n_out = 0
         self.out_bound = 0  # the most bytes an output may take (channel.output_bound)
+        self.source: tuple | None = None  # the refill key of the inputs' values; None: built
+        self.timed: list[tuple[tuple | None, object]] = []  # sampled timed outputs (Sampled)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -164,6 +166,7 @@ class Session:
             self.args = ()  # free the old set before building the new one
             self.args = build_inputs(self.spec, make, size, dtype, self.device, self.seed, key)
             self.key, self.size, self.dtype = full, size, dtype
+            self.source = None
         return self.args
 
     def _send(self, out: object) -> dict[str, Any]:
@@ -232,6 +235,7 @@ class Session:
         for dst, src in zip(self.args, fresh, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
+        self.source = (*key, label)
 
     def _fn(self, role: int) -> Callable[[], object]:
         kernel_fn, args = self.kernels[role], _handed(self.args)
@@ -239,9 +243,10 @@ class Session:
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
-        fn, self.previous = self._fn(int(req.get("role", 0))), None
+        sampled = Sampled(self._fn(int(req.get("role", 0))), lambda: self.source)
+        self.previous, self.timed = None, []
         try:
-            m = time_calls(fn, self.refill, self.device.type == "cuda")
+            m = time_calls(sampled, self.refill, self.device.type == "cuda")
         except TimingRejected as exc:
             return _fault("REJECTED", str(exc))
         except Exception as exc:
@@ -251,7 +256,15 @@ class Session:
         outside = _outside(" while timed")
         if outside:
             return outside
-        return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us}
+        self.timed = sampled.kept
+        return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us,
+                "sampled": len(self.timed)}  # fmt: skip
+
+    def timed_output(self, index: int) -> dict[str, Any]:
+        """A sampled timed call's output (Sampled), with the key of its inputs for the judge."""
+        source, out = self.timed[index]
+        self.timed[index] = (source, None)  # handed over: free it
+        return {**self._send(out), "source": list(source) if source else None}
 
     def batch(self, req: dict[str, Any]) -> dict[str, Any]:
         """`calls` back-to-back calls on the last inputs, the device drained before and after:
