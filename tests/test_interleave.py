@@ -65,6 +65,24 @@ def test_a_candidate_doing_its_work_four_times_loses(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_candidate_wrong_only_in_its_timed_calls_is_an_error(tmp_path):
+    """Right in the checked call, zeros in every later call of a comparison (its module name
+    says which role it has): the timed rounds' outputs, sampled at random, are checked."""
+    cheat = variant(
+        tmp_path,
+        "cheat",
+        "\n\n_honest = kernel_fn\nSEEN = {}\n\n\ndef kernel_fn(x):\n"
+        "    key = (tuple(x.shape), x.dtype, x.data_ptr())\n"
+        "    SEEN[key] = SEEN.get(key, 0) + 1\n"
+        "    if __name__.endswith('_1') and SEEN[key] > 1:\n"
+        "        return torch.zeros_like(x)\n"
+        "    return _honest(x)\n",
+    )
+    c = compare(variant(tmp_path, "best"), cheat, Options(seed=3), ROUNDS)
+    assert c.error and c.error.startswith("candidate kernel: the output of a timed call"), c.error
+
+
+@pytest.mark.slow
 def test_a_wrong_candidate_is_an_error(tmp_path):
     wrong = variant(
         tmp_path,

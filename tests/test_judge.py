@@ -305,7 +305,7 @@ class SampledProcess(FakeProcess):
         super().__init__(ev, size, dtype, real_us=10.0)
         self.honest = honest
 
-    def timed_outputs(self):
+    def timed_outputs(self, role=0):
         label = self.ev.spec.label(self.size)
         own = self.ev.spec.reference(
             *self.ev.inputs(MAIN, self.size, self.dtype, "benchmark", label)

@@ -60,7 +60,7 @@ class KernelProcess(Protocol):
     def refill(self, key: tuple) -> None: ...
     def batch(self, role: int, calls: int, check_at: int) -> float: ...
     def output(self) -> torch.Tensor: ...
-    def timed_outputs(self) -> list[tuple[tuple | None, torch.Tensor]]: ...
+    def timed_outputs(self, role: int = 0) -> list[tuple[tuple | None, torch.Tensor]]: ...
 
 
 @dataclass(frozen=True)
@@ -162,14 +162,15 @@ def cross_check(
 
 
 def check_timed(
-    ev: Evaluation, proc: KernelProcess, size: Size, dtype: torch.dtype, key: tuple
-) -> None:
+    ev: Evaluation, proc: KernelProcess, size: Size, dtype: torch.dtype, key: tuple,
+    role: int = 0,
+) -> None:  # fmt: skip
     """Judge the outputs of timed calls the worker kept at random (worker_timing.Sampled):
     `key` names the inputs of the checked call the timing re-used, a refill its own."""
     label = ev.spec.label(size)
     out_dtype = ev.spec.out_dtype(dtype)
     atol, rtol = ev.spec.tolerance(dtype)
-    for source, got in proc.timed_outputs():
+    for source, got in proc.timed_outputs(role):
         expected = expected_output(ev, MAIN, size, dtype, source or key)
         problem = shape_dtype_error(got, expected, out_dtype)
         mismatch = None if problem else compare(got, expected, atol, rtol)

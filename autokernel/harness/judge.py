@@ -179,12 +179,13 @@ class Remote:
         self.sampled = min(sampled, MAX_SAMPLED) if type(sampled) is int and sampled > 0 else 0
         return Measurement(*values)  # type: ignore[arg-type]
 
-    def timed_outputs(self) -> list[tuple[tuple | None, torch.Tensor]]:
+    def timed_outputs(self, role: int = 0) -> list[tuple[tuple | None, torch.Tensor]]:
         """The outputs of the timed calls the worker kept at random (worker_timing.Sampled),
-        each with the key of the inputs it came from (None: the last checked call's)."""
+        each with the key of the inputs it came from (None: the last checked call's). After
+        rounds() a role's count comes from its reply."""
         out = []
         for index in range(self.sampled):
-            reply = self.link.request({"op": "timed_output", "index": index})
+            reply = self.link.request({"op": "timed_output", "index": index, "role": role})
             failure = _fault(reply, Check("benchmark", "", "", False))
             if failure:
                 raise failure
@@ -225,6 +226,10 @@ class Remote:
     def rounds(self, rounds: int, label: str) -> dict[str, Any]:
         return self.link.request({"op": "rounds", "rounds": rounds, "label": label,
                                   "roles": list(ROLES)})  # fmt: skip
+
+    def sampled_in_rounds(self, count: object) -> None:
+        """How many timed outputs of a role to fetch next (the rounds reply's count)."""
+        self.sampled = min(count, MAX_SAMPLED) if type(count) is int and count > 0 else 0
 
 
 def _device(reply: dict[str, Any]) -> torch.device:

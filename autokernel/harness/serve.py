@@ -129,7 +129,7 @@ class Session:
         self.n_out = 0
         self.out_bound = 0  # the most bytes an output may take (channel.output_bound)
         self.source: tuple | None = None  # the refill key of the inputs' values; None: built
-        self.timed: list[tuple[tuple | None, object]] = []  # sampled timed outputs (Sampled)
+        self.timed: dict[int, list] = {}  # role -> sampled timed outputs (Sampled)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -244,7 +244,7 @@ class Session:
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
         sampled = Sampled(self._fn(int(req.get("role", 0))), lambda: self.source)
-        self.previous, self.timed = None, []
+        self.previous, self.timed = None, {}
         try:
             m = time_calls(sampled, self.refill, self.device.type == "cuda")
         except TimingRejected as exc:
@@ -256,14 +256,16 @@ class Session:
         outside = _outside(" while timed")
         if outside:
             return outside
-        self.timed = sampled.kept
+        self.timed = {int(req.get("role", 0)): sampled.kept}
         return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us,
-                "sampled": len(self.timed)}  # fmt: skip
+                "sampled": len(sampled.kept)}  # fmt: skip
 
-    def timed_output(self, index: int) -> dict[str, Any]:
+    def timed_output(self, index: int, role: int) -> dict[str, Any]:
         """A sampled timed call's output (Sampled), with the key of its inputs for the judge."""
-        source, out = self.timed[index]
-        self.timed[index] = (source, None)  # handed over: free it
+        kept = self.timed.get(role, [])
+        source, out = kept[index] if 0 <= index < len(kept) else (None, None)
+        if 0 <= index < len(kept):
+            kept[index] = (source, None)  # handed over: free it
         return {**self._send(out), "source": list(source) if source else None}
 
     def batch(self, req: dict[str, Any]) -> dict[str, Any]:
@@ -303,13 +305,14 @@ class Session:
         """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
         on_gpu, label = self.device.type == "cuda", req["label"]
         self.previous = None
+        fns = [Sampled(self._fn(k), lambda: self.source) for k in (0, 1)]
         pairs = []
         for r in range(max(1, int(req["rounds"]))):
             us = [0.0, 0.0]
             for k in (0, 1) if r % 2 == 0 else (1, 0):
                 progress(f"compare {label}: timing {req['roles'][k]}")
                 try:
-                    us[k] = time_calls(self._fn(k), self.refill, on_gpu).median_us
+                    us[k] = time_calls(fns[k], self.refill, on_gpu).median_us
                 except TimingRejected as exc:  # a trick the timed calls show (worker_timing)
                     return {"error": f"{req['roles'][k]} kernel at {label}: {exc}"}
                 except Exception as exc:  # its checked call did not raise; a repeated one did
@@ -317,4 +320,7 @@ class Session:
                             f"{type(exc).__name__}: {exc}"}  # fmt: skip
             pairs.append(us)
         found = interpreter_bounds.first_violation()
-        return {"error": f"a kernel while timed: {found}"} if found else {"pairs": pairs}
+        if found:
+            return {"error": f"a kernel while timed: {found}"}
+        self.timed = {k: fn.kept for k, fn in enumerate(fns)}
+        return {"pairs": pairs, "sampled": [len(fn.kept) for fn in fns]}

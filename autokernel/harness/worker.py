@@ -159,7 +159,7 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
         elif op == "batch":
             reply = session.batch(msg)
         elif op == "timed_output":
-            reply = session.timed_output(int(msg["index"]))
+            reply = session.timed_output(int(msg["index"]), int(msg.get("role", 0)))
         elif op == "output":
             reply = session.output()
         elif op == "rounds":
