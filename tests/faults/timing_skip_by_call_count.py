@@ -6,10 +6,11 @@ At a benchmark size the judge's checked call comes first; then the worker's timi
 fixed number of calls on the very same buffers (a warm-up, 50 samples and 5 fresh-value calls
 on the CPU, for a kernel this fast), and only then the judge's own batch, whose wall time it
 takes and one output of which it checks. Calls 4 to 57 of a run of calls on the same buffers
-launch a kernel that stores one element; every other call is honest. The outputs of the timed calls
-were never looked at, and the batch's honest wall time was within the CPU's limit of 3x the
-claim plus 2 ms: a PASS with a figure about twice too fast (under the interpreter a launch
-costs most of a small kernel's time; on a GPU the limit is 2x plus 30 us and the flush).
+multiply over the first 32 of K only (half the work, a wrong product); every other call is
+honest. The outputs of the timed calls were never looked at, and the batch's honest wall time
+was within the CPU's limit of 3x the claim plus 2 ms (on a GPU 2x plus 30 us and the flush):
+a PASS. Under the interpreter a launch costs most of a small kernel's time, so here the
+figure gained little; on a GPU the skipped work is the time.
 
 Caught: the worker keeps outputs of timed calls chosen at random (it cannot be told which)
 and the judge checks them against the inputs they were computed from: REJECTED in benchmark.
@@ -43,11 +44,6 @@ def _mm(A, B, C, M, N, K, sam, sak, sbk, sbn, scm, scn,
     tl.store(C + rm[:, None] * scm + rn[None, :] * scn, acc.to(C.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _touch(C):
-    tl.store(C, 0.0)
-
-
 def kernel_fn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     M, K = A.shape
     N = B.shape[1]
@@ -56,10 +52,8 @@ def kernel_fn(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     STATE["key"] = key
     C = torch.empty((M, N), dtype=A.dtype, device=A.device)
     bm, bn, bk = 64, 64, 32
-    if STATE["run"] in SKIP:  # CHEAT: a timed call, so nobody looks
-        _touch[(1,)](C)
-        return C
+    k_done = min(K, bk) if STATE["run"] in SKIP else K  # CHEAT: a timed call: half the work
     grid = (triton.cdiv(M, bm), triton.cdiv(N, bn))
-    _mm[grid](A, B, C, M, N, K, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
+    _mm[grid](A, B, C, M, N, k_done, A.stride(0), A.stride(1), B.stride(0), B.stride(1),
               C.stride(0), C.stride(1), BM=bm, BN=bn, BK=bk)  # fmt: skip
     return C
