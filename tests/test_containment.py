@@ -204,6 +204,29 @@ def test_a_workspace_inside_a_readable_folder_stays_hidden(work, monkeypatch):
 
 
 @needs_sandbox
+def test_a_workspace_the_worker_must_read_keeps_its_key(work, monkeypatch, tmp_path):
+    """A workspace that is itself on PYTHONPATH (or is the checkout) cannot be left out; its
+    autokernel.yaml, .git and the run's files are covered, its modules stay importable."""
+    ws = tmp_path / "ws"
+    (ws / ".git").mkdir(parents=True)
+    (ws / ".git" / "config").write_text("url = https://user:token@example.com/x\n")
+    (ws / "autokernel.yaml").write_text(f"openai_api_key: {PLANTED_KEY}\n")
+    (ws / "model_lib.py").write_text("X = 1\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(ws)])}
+    monkeypatch.setattr(containment, "_HIDDEN", set())
+    code = (
+        "import model_lib, os\n"
+        f"for p in ({str(ws / 'autokernel.yaml')!r}, {str(ws / '.git' / 'config')!r}):\n"
+        "    try:\n        print(open(p).read())\n    except OSError:\n        pass\n"
+    )
+    assert PLANTED_KEY in _contained(code, work, env).stdout  # readable: the hole
+    containment.hide(ws)
+    done = _contained(code, work, env)
+    assert done.returncode == 0, done.stderr
+    assert PLANTED_KEY not in done.stdout and "token" not in done.stdout
+
+
+@needs_sandbox
 def test_host_loopback_is_unreachable(work):
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]

@@ -28,6 +28,7 @@ import pytest
 
 from autokernel.harness import containment
 from autokernel.harness.sandbox import Options, evaluate
+from autokernel.harness.untrusted_text import printable
 from autokernel.harness.verdict import STAGES, Status
 
 FAULTS_DIR = Path(__file__).parent / "faults"
@@ -117,9 +118,12 @@ def test_fault_is_caught_where_it_first_shows(path):
         guards=exp.guards,
         seed=SEED,
     )
+    phases: list[str] = []
     t0 = time.monotonic()
-    verdict = evaluate(path, opts)
+    verdict = evaluate(path, opts, on_phase=phases.append)
     elapsed = time.monotonic() - t0
+    # A phase reaches the user's terminal as it is: none may carry a control character.
+    assert all(printable(p) == p for p in phases), f"unprintable phase: {phases!r}"
     if not verdict.interpreter and exp.gpu_status is not None:
         exp = replace(exp, status=exp.gpu_status)
     got = f"{verdict.status.value} in {verdict.failure.stage if verdict.failure else '-'}"

@@ -65,6 +65,24 @@ def test_a_candidate_doing_its_work_four_times_loses(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_candidate_wrong_only_in_its_timed_calls_is_an_error(tmp_path):
+    """Right in the checked call, zeros in every later call of a comparison (its module name
+    says which role it has): the timed rounds' outputs, sampled at random, are checked."""
+    cheat = variant(
+        tmp_path,
+        "cheat",
+        "\n\n_honest = kernel_fn\nSEEN = {}\n\n\ndef kernel_fn(x):\n"
+        "    key = (tuple(x.shape), x.dtype, x.data_ptr())\n"
+        "    SEEN[key] = SEEN.get(key, 0) + 1\n"
+        "    if __name__.endswith('_1') and SEEN[key] > 1:\n"
+        "        return torch.zeros_like(x)\n"
+        "    return _honest(x)\n",
+    )
+    c = compare(variant(tmp_path, "best"), cheat, Options(seed=3), ROUNDS)
+    assert c.error and c.error.startswith("candidate kernel: the output of a timed call"), c.error
+
+
+@pytest.mark.slow
 def test_a_wrong_candidate_is_an_error(tmp_path):
     wrong = variant(
         tmp_path,
@@ -98,3 +116,44 @@ def test_noise_is_the_relative_half_p20_p80_spread():
     assert relative_half_spread([1.0] * 5) == 0.0
     spread = relative_half_spread([0.9, 0.95, 1.0, 1.05, 1.1])
     assert 0.05 < spread < 0.1
+
+
+BEST_WATCHES_ITS_INPUT = """
+SEEN = []
+
+def kernel_fn(x):
+    SEEN.append((x.is_contiguous(), x.stride()))
+    return x.clone()
+"""
+# x.set_ (an allowed op: the interpreter's own marshalling uses it) re-points a tensor object. In
+# a comparison both kernels were handed the very same input objects, so the candidate left the
+# best a transposed layout of the same values for every timed round, and the best was timed on
+# uncoalesced reads (on a GPU) while the candidate put its own layout back first.
+CANDIDATE_RELAYOUTS_THE_INPUT = """
+def kernel_fn(x):
+    out = x.clone()
+    x.set_(x.t().contiguous().t())  # same values, column-major: for the next kernel to read
+    return out
+"""
+
+
+def test_a_kernel_cannot_change_the_inputs_the_other_kernel_is_handed(tmp_path):
+    from autokernel.harness.serve import Session
+    from autokernel.specs import resolve
+
+    files = []
+    for name, text in (("best", BEST_WATCHES_ITS_INPUT), ("cand", CANDIDATE_RELAYOUTS_THE_INPUT)):
+        files.append(tmp_path / f"{name}.py")
+        files[-1].write_text(text)
+    session = Session(resolve("softmax"), torch.device("cpu"), 1, tmp_path, monitor=False)
+    assert session.import_files([str(f) for f in files], ["best_t", "cand_t"]) == {
+        "ok": True, "builds": []
+    }  # fmt: skip
+    request = {"make": "inputs", "size": {"rows": 4, "cols": 8}, "dtype": "float32",
+               "key": ["k"], "out_shape": [4, 8], "out_dtype": "float32"}  # fmt: skip
+    for role in (1, 0):  # the candidate's checked call, then the best's
+        assert "out" in session.call({**request, "role": role})
+    for role in (1, 0, 1, 0):  # timed rounds, candidate first
+        session._fn(role)()
+    seen = session.modules[0].SEEN
+    assert all(contiguous for contiguous, _ in seen), seen

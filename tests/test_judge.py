@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from autokernel.harness import benchmark, judge
-from autokernel.harness.benchmark import cross_check, wall_limit_us
+from autokernel.harness.benchmark import check_timed, cross_check, wall_limit_us
 from autokernel.harness.channel import (
     ChannelError,
     Reader,
@@ -295,3 +295,37 @@ def test_a_reply_line_of_any_shape_is_a_channel_error_never_a_crash(tmp_path, li
 def test_a_reply_status_that_is_no_status_is_a_channel_error():
     with pytest.raises(ChannelError, match="status"):
         judge._fault({"status": ["CRASH"]}, Check("smoke", "", "", False))
+
+
+class SampledProcess(FakeProcess):
+    """Timed outputs kept by the worker: from the checked call's inputs and from a refill;
+    the refilled one stale (computed on the checked call's values) unless honest."""
+
+    def __init__(self, ev: Evaluation, size, dtype, honest: bool):
+        super().__init__(ev, size, dtype, real_us=10.0)
+        self.honest = honest
+
+    def timed_outputs(self, role=0):
+        label = self.ev.spec.label(self.size)
+        own = self.ev.spec.reference(
+            *self.ev.inputs(MAIN, self.size, self.dtype, "benchmark", label)
+        )
+        refill = ("fresh", 0, 2, label)
+        shown = refill if self.honest else ("benchmark", label)
+        other = self.ev.spec.reference(*self.ev.inputs(MAIN, self.size, self.dtype, *shown))
+        return [(None, own), (refill, other)]
+
+
+@pytest.mark.parametrize("honest", [True, False])
+def test_timed_outputs_are_judged_against_the_inputs_they_came_from(honest):
+    ev = reduce_eval()
+    size = ev.spec.sizes(False).bench[0]
+    proc = SampledProcess(ev, size, torch.float32, honest)
+    label = ev.spec.label(size)
+    if honest:
+        check_timed(ev, proc, size, torch.float32, ("benchmark", label))
+        return
+    with pytest.raises(StageFailure) as caught:
+        check_timed(ev, proc, size, torch.float32, ("benchmark", label))
+    assert caught.value.status is Status.REJECTED
+    assert "timed call" in caught.value.check.message

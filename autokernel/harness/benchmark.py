@@ -60,6 +60,7 @@ class KernelProcess(Protocol):
     def refill(self, key: tuple) -> None: ...
     def batch(self, role: int, calls: int, check_at: int) -> float: ...
     def output(self) -> torch.Tensor: ...
+    def timed_outputs(self, role: int = 0) -> list[tuple[tuple | None, torch.Tensor]]: ...
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,26 @@ def cross_check(
     return per_call
 
 
+def check_timed(
+    ev: Evaluation, proc: KernelProcess, size: Size, dtype: torch.dtype, key: tuple,
+    role: int = 0,
+) -> None:  # fmt: skip
+    """Judge the outputs of timed calls the worker kept at random (worker_timing.Sampled):
+    `key` names the inputs of the checked call the timing re-used, a refill its own."""
+    label = ev.spec.label(size)
+    out_dtype = ev.spec.out_dtype(dtype)
+    atol, rtol = ev.spec.tolerance(dtype)
+    for source, got in proc.timed_outputs(role):
+        expected = expected_output(ev, MAIN, size, dtype, source or key)
+        problem = shape_dtype_error(got, expected, out_dtype)
+        mismatch = None if problem else compare(got, expected, atol, rtol)
+        if problem or mismatch:
+            raise _reject(label, dtype, "the output of a timed call (one chosen at random) is "
+                          "wrong, though the checked calls were right: the kernel tells timed "
+                          "calls from checked ones: "
+                          + (problem or describe(mismatch, atol, rtol)))  # fmt: skip
+
+
 def time_candidate(
     ev: Evaluation, proc: KernelProcess, dtype: torch.dtype, peaks: Peaks,
     baselines: dict[str, dict[str, Any]],
@@ -174,6 +195,7 @@ def time_candidate(
         call_checked(ev, "benchmark", MAIN, size, dtype, key, expected)
         del expected
         m = proc.measure(0, label, dtype)
+        check_timed(ev, proc, size, dtype, key)
         wall_us = cross_check(ev, proc, size, dtype, m.median_us)
         base = baselines.get(label, {})
         t = _timing(ev.spec, size, dtype, m.median_us, m.spread_us, peaks,

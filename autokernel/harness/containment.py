@@ -146,6 +146,7 @@ def build(
     mounts = [(p, "--ro-bind") for p in shown] + [(h, "--tmpfs") for h in hidden]
     for path, how in sorted(mounts, key=lambda m: len(m[0].parts)):  # outer folders first
         args += [how, str(path)] if how == "--tmpfs" else [how, str(path), str(path)]
+    args += _masks([h for h in _HIDDEN if h in shown], shown)
     args += ["--proc", "/proc", "--dev", "/dev"]
     for node in sorted({n for pattern in GPU_DEVICES for n in glob.glob(pattern)}):
         args += ["--dev-bind", node, node]
@@ -239,6 +240,31 @@ def _outermost(paths: list[Path], hidden: set[Path]) -> list[Path]:
 
 
 _HIDDEN: set[Path] = set()
+# What a run keeps in its workspace (agents/factory.SETTINGS_FILE holds API keys; run/layout.py
+# the rest), and the usual file of keys beside a project.
+WORKSPACE_PRIVATE = ("autokernel.yaml", ".env", ".git", ".autokernel", "results.tsv")
+
+
+def _masks(exposed: list[Path], shown: list[Path]) -> list[str]:
+    """bwrap arguments that cover the private entries of each hidden folder the worker must
+    read all the same: a workspace that is on PYTHONPATH, or is the project checkout itself,
+    cannot be left out, and its autokernel.yaml (the user's API key) was readable inside. A
+    folder is covered with an empty tmpfs, a file with /dev/null; a link, by its target where
+    that target is visible."""
+    args: list[str] = []
+    for folder in exposed:
+        for name in WORKSPACE_PRIVATE:
+            entry = folder / name
+            if not os.path.lexists(entry):
+                continue
+            target = Path(os.path.realpath(entry))
+            if not any(target.is_relative_to(p) for p in shown):
+                continue  # nothing of it is mounted
+            if target.is_dir():
+                args += ["--tmpfs", str(target)]
+            elif target.exists():
+                args += ["--ro-bind", "/dev/null", str(target)]
+    return args
 
 
 def hide(path: Path) -> None:

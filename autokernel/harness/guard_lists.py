@@ -105,9 +105,12 @@ FORBIDDEN_METHODS = frozenset(
      "max", "min", "argmax", "logsumexp", "norm", "var", "std", "layer_norm", "rms_norm",
      "cross_entropy", "nll_loss", "scaled_dot_product_attention", "linear", "gather",
      "index_select", "scatter", "scatter_add", "where", "clamp", "clip", "masked_fill", "lerp",
-     "addcmul", "addcdiv", "cos", "sin", "roll", "flip", "cat", "stack", "numpy", "tolist",
-     "cpu", "apply_", "map_", "item"}
+     "addcmul", "addcdiv", "cos", "sin", "roll", "flip", "cat", "stack", "numpy", "cpu"}
 )  # fmt: skip
+# Tensor methods that hand element values to Python without any aten op (the runtime monitor
+# sees nothing): with them kernel.py computed a softmax in Python and passed. Refused as
+# attributes, called or not: `read = x.tolist; read()` has no call of `.tolist()` to flag.
+HOST_READ_ATTRS = frozenset({"tolist", "item", "map_", "map2_", "apply_"})
 
 # Attribute names that lead out of the sandbox from any object (e.g. triton.runtime.jit.os), and
 # those that reach a module's globals without a dunder: frames and generators, and a jit
@@ -118,16 +121,21 @@ ESCAPE_ATTRS = frozenset(
      "ag_frame", "f_globals", "f_locals", "f_builtins", "f_back", "tb_frame", "tb_next",
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
      "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file", "ag_code", "signature",
-     "from_callable", "storage", "untyped_storage", "numpy", "handle"}
+     "from_callable", "storage", "untyped_storage", "storage_type", "numpy", "handle",
+     "cr_code", "do_bench"}
 )  # fmt: skip
 # numpy, handle: an ndarray writes files (tofile, dump) and computes outside the kernel; a tensor's
 # .numpy reaches one even uncalled (f = x.numpy), and under the interpreter every value of a jit
 # body carries one in .handle.data.
 # from_file (above): a tensor's storage maps any file, read or (shared) written, from a method;
-# storage, untyped_storage: a storage's .type("a.b") imports the module a string names (the
-# fault corpus's own attacks among them). signature, from_callable: Triton's functions carry an
-# inspect.Signature, whose from_callable(f, eval_str=True) evals f's string annotations, and
-# Torch's and Triton's own, in their modules (code in a string, unread by this guard).
+# storage, untyped_storage, storage_type: a storage's .type("a.b") imports the module a string
+# names (the fault corpus's own attacks among them) and calls what it finds with an int; a
+# tensor's .storage_type() is the legacy storage class, which builds one from a size.
+# signature, from_callable: Triton's functions carry an inspect.Signature, whose
+# from_callable(f, eval_str=True) evals f's string annotations, and Torch's and Triton's own,
+# in their modules (code in a string, unread by this guard).
+# do_bench: an autotuned kernel's .do_bench is Triton's benchmarker, a device clock (see
+# PTX_CLOCK_REGISTER). cr_code: a coroutine's code object, like gi_code and ag_code.
 # str.format and format_map look up the attributes and items their string names, dunders
 # included: "{0.__traceback__.tb_frame.f_back.f_locals}" read the harness's frames.
 STRING_LOOKUP_ATTRS = frozenset({"format", "format_map"})

@@ -32,6 +32,7 @@ from autokernel.harness.guard_lists import (
     ALLOWED_BUILTINS,
     ESCAPE_ATTRS,
     FORBIDDEN_CALLS,
+    HOST_READ_ATTRS,
     REFUSED_BUILTINS,
     SAFE_DUNDER_NAMES,
     STREAM_ATTRS,
@@ -54,6 +55,9 @@ def attribute_problem(attr: str) -> str | None:
     if attr in STRING_LOOKUP_ATTRS:
         return (f".{attr}() looks up the attributes named in its string (dunders included); "
                 "use an f-string")  # fmt: skip
+    if attr in HOST_READ_ATTRS:
+        return (f".{attr} hands a tensor's values to Python, called or not: compute in the "
+                "kernel")  # fmt: skip
     if attr in STREAM_ATTRS:
         return f".{attr}: kernels must launch on the current stream"
     return None

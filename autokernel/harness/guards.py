@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from autokernel import syntax
@@ -60,13 +61,52 @@ def literal_assignment(source: str, name: str) -> object | None:
     return None
 
 
+# Tensor methods that read element values on the host without an aten op the mode would see:
+# repr formats with every dispatch mode switched off (str, print, format and f-strings all end
+# there), and tolist/map_/map2_/apply_ walk CPU memory in C++. repr of an int32 view printed a
+# tensor's exact bits, and a softmax computed from them in Python passed every stage. The
+# static guard refuses the method names; these wrappers catch whatever reaches them anyway.
+HOST_READS = ("__repr__", "tolist", "map_", "map2_", "apply_")
+_UNSET = object()
+
+
+def _recording(name: str, original, seen: list[str]):
+    def read(self, *args, **kwargs):
+        what = f"Tensor.{name} (reads element values on the host)"
+        if what not in seen:
+            seen.append(what)
+        return original(self, *args, **kwargs)
+
+    return read
+
+
 class TorchOpMonitor(TorchDispatchMode):
-    """Records aten ops outside ALLOWED_ATEN issued while kernel_fn runs (and lets them run,
-    so the candidate behaves as it would unobserved; the verdict rejects it afterwards)."""
+    """Records aten ops outside ALLOWED_ATEN issued while kernel_fn runs, and host reads of
+    element values (HOST_READS), and lets them run, so the candidate behaves as it would
+    unobserved; the verdict rejects it afterwards."""
 
     def __init__(self) -> None:
         super().__init__()
         self.forbidden: list[str] = []
+        self._saved: dict[str, object] = {}
+
+    def __enter__(self):
+        for name in HOST_READS:
+            self._saved[name] = vars(torch.Tensor).get(name, _UNSET)
+            original = getattr(torch.Tensor, name)
+            setattr(torch.Tensor, name, _recording(name, original, self.forbidden))
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            for name, saved in self._saved.items():
+                if saved is _UNSET:
+                    delattr(torch.Tensor, name)  # the method lives on torch._C.TensorBase
+                else:
+                    setattr(torch.Tensor, name, saved)
+            self._saved.clear()
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:

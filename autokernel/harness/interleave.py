@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
-from autokernel.harness.benchmark import KernelProcess, cross_check
+from autokernel.harness.benchmark import KernelProcess, check_timed, cross_check
 from autokernel.harness.channel import ChannelError
 from autokernel.harness.stages import MAIN, Evaluation, StageFailure, call_checked, expected_output
 from autokernel.specs import Size, dtype_name
@@ -102,6 +102,8 @@ def _pairs(reply: object, rounds: int) -> list[tuple[float, float]]:
 
 class RoundsProcess(KernelProcess, Protocol):
     def rounds(self, rounds: int, label: str) -> dict[str, Any]: ...
+    def sampled_in_rounds(self, count: object) -> None: ...
+    def timed_outputs(self, role: int = 0) -> list[tuple[tuple | None, torch.Tensor]]: ...
 
 
 def compare_kernels(
@@ -127,7 +129,15 @@ def compare_kernels(
             return Comparison(sizes=done, error=str(reply["error"])[:1000])
         pairs = _pairs(reply.get("pairs"), rounds)
         progress(f"compare {label}: cross-check")
+        sampled = reply.get("sampled")
+        counts = sampled if isinstance(sampled, list) and len(sampled) == 2 else [0, 0]
         for role in (0, 1):
+            proc.sampled_in_rounds(counts[role])
+            try:
+                check_timed(ev, proc, size, dtype, ("compare", label), role)
+            except StageFailure as failure:
+                first = failure.check.message.splitlines()[0]
+                return Comparison(sizes=done, error=f"{ROLES[role]} kernel: {first}")
             claimed = statistics.median(p[role] for p in pairs)
             try:
                 cross_check(ev, proc, size, dtype, claimed, role)

@@ -33,6 +33,7 @@ from autokernel.harness.channel import (
 from autokernel.harness.interleave import ROLES, Comparison, compare_kernels
 from autokernel.harness.prestart import Worker
 from autokernel.harness.stages import Call, Evaluation, StageFailure, run_stages
+from autokernel.harness.untrusted_text import printable
 from autokernel.harness.verdict import STAGES, Check, StageResult, Status, Verdict
 from autokernel.specs import KernelSpec, parse_dtype, resolve
 from autokernel.specs.base import dtype_name
@@ -40,6 +41,7 @@ from autokernel.timing import Measurement, clock_name
 
 FAULTS = {"CRASH": Status.CRASH, "REJECTED": Status.REJECTED, "FAIL": Status.FAIL}
 UNTIMED_PHASES = ("", "start-up", "baselines")  # before the candidate's limit starts
+MAX_SAMPLED = 8  # sampled timed outputs fetched per measurement (the worker keeps 3)
 PHASE_BYTES = 200  # the longest phase name the worker writes is far shorter
 
 
@@ -76,9 +78,10 @@ class Link:
 
     def _tick(self) -> None:
         self.tick()
-        # a phase the worker entered on its own (baselines, waiting for the spare)
+        # a phase the worker entered on its own (baselines, waiting for the spare); the file is
+        # the candidate's to write, and the phase goes to the user's terminal as it is
         raw = read_untrusted(self.worker.work / "progress", PHASE_BYTES)
-        phase = raw.decode(errors="replace").strip()
+        phase = printable(raw.decode(errors="replace")).strip()
         if phase and phase != self.file_phase:
             self.file_phase = phase
             self.enter(phase)
@@ -145,6 +148,7 @@ class Remote:
     def __init__(self, link: Link, spec: KernelSpec, device: torch.device) -> None:
         self.link, self.spec, self.device = link, spec, device
         self.max_bytes = 0  # what the last call's output may take (channel.output_bound)
+        self.sampled = 0  # timed outputs the worker kept for the last measure()
 
     def call(self, c: Call) -> tuple[torch.Tensor, float]:
         label = self.spec.label(c.size)
@@ -171,7 +175,33 @@ class Remote:
         values = [reply.get(k) for k in ("median_us", "p20_us", "p80_us")]
         if not all(type(v) is float for v in values):
             raise ChannelError(f"a timing reply without times: {str(reply)[:200]}")
+        sampled = reply.get("sampled", 0)
+        self.sampled = min(sampled, MAX_SAMPLED) if type(sampled) is int and sampled > 0 else 0
         return Measurement(*values)  # type: ignore[arg-type]
+
+    def timed_outputs(self, role: int = 0) -> list[tuple[tuple | None, torch.Tensor]]:
+        """The outputs of the timed calls the worker kept at random (worker_timing.Sampled),
+        each with the key of the inputs it came from (None: the last checked call's). After
+        rounds() a role's count comes from its reply."""
+        out = []
+        for index in range(self.sampled):
+            reply = self.link.request({"op": "timed_output", "index": index, "role": role})
+            failure = _fault(reply, Check("benchmark", "", "", False))
+            if failure:
+                raise failure
+            source = reply.get("source")
+            plain = (
+                isinstance(source, list)
+                and len(source) <= 8
+                and all(type(part) in (str, int) for part in source)
+            )
+            if source is not None and not plain:
+                raise ChannelError(f"a timed output from inputs {str(source)[:100]!r}")
+            got = decode_tensor(reply.get("out"), self.link.worker.work, self.device,
+                                self.max_bytes)  # fmt: skip
+            out.append((tuple(source) if source else None, got))
+        self.sampled = 0
+        return out
 
     def refill(self, key: tuple) -> None:
         self.link.request({"op": "refill", "key": list(key)})
@@ -196,6 +226,10 @@ class Remote:
     def rounds(self, rounds: int, label: str) -> dict[str, Any]:
         return self.link.request({"op": "rounds", "rounds": rounds, "label": label,
                                   "roles": list(ROLES)})  # fmt: skip
+
+    def sampled_in_rounds(self, count: object) -> None:
+        """How many timed outputs of a role to fetch next (the rounds reply's count)."""
+        self.sampled = min(count, MAX_SAMPLED) if type(count) is int and count > 0 else 0
 
 
 def _device(reply: dict[str, Any]) -> torch.device:

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 
 from autokernel.harness import interpreter_bounds
-from autokernel.harness.channel import encode_tensor
+from autokernel.harness.channel import encode_tensor, output_bound
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
-from autokernel.harness.worker_timing import TimingRejected, time_calls
+from autokernel.harness.worker_timing import Sampled, TimingRejected, time_calls
 from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, parse_dtype
 
@@ -54,6 +54,14 @@ def _shares_memory(a: torch.Tensor, b: torch.Tensor | None) -> bool:
     if not (start_a and start_b):
         return False  # an empty storage holds nothing to share
     return start_a < start_b + _nbytes(b) and start_b < start_a + _nbytes(a)
+
+
+def _handed(args: tuple) -> tuple:
+    """The inputs as one kernel is handed them: tensor objects of its own over the shared
+    memory. `x.set_(y)` (allowed: views and the interpreter's marshalling use it) re-points a
+    tensor object, and with the very same objects one kernel of a comparison left the other a
+    transposed layout of the same values for its timed rounds."""
+    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def _fault(status: str, message: str) -> dict[str, Any]:
@@ -119,6 +127,9 @@ class Session:
         # output in that memory was kept by the kernel across calls
         self.previous: torch.Tensor | None = None
         self.n_out = 0
+        self.out_bound = 0  # the most bytes an output may take (channel.output_bound)
+        self.source: tuple | None = None  # the refill key of the inputs' values; None: built
+        self.timed: dict[int, list] = {}  # role -> sampled timed outputs (Sampled)
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -155,10 +166,16 @@ class Session:
             self.args = ()  # free the old set before building the new one
             self.args = build_inputs(self.spec, make, size, dtype, self.device, self.seed, key)
             self.key, self.size, self.dtype = full, size, dtype
+            self.source = None
         return self.args
 
     def _send(self, out: object) -> dict[str, Any]:
         self.n_out += 1
+        if type(out) is torch.Tensor and out.numel() * out.element_size() > self.out_bound:
+            # Not written: torch.empty(1 << 34) costs nothing to return, and its bytes went to
+            # the host's disk (up to the file size cap) before the judge refused them.
+            return _fault("FAIL", f"output shape {tuple(out.shape)} {out.dtype} is far larger "
+                          "than the output expected; it was not handed to the judge")  # fmt: skip
         try:
             return {"out": encode_tensor(out, self.work, f"out-{self.n_out}.bin")}
         except TypeError as exc:
@@ -170,14 +187,16 @@ class Session:
         args = self._inputs(req["make"], req["size"], dtype, tuple(req["key"]))
         kernel_fn = self.kernels[int(req.get("role", 0))]
         snapshot = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        handed = _handed(args)
         _poison(req["out_shape"], parse_dtype(req["out_dtype"]), self.device)
+        self.out_bound = output_bound(tuple(req["out_shape"]), parse_dtype(req["out_dtype"]))
         monitor = TorchOpMonitor()
         try:
             if self.monitor:
                 with monitor:
-                    got = kernel_fn(*args)
+                    got = kernel_fn(*handed)
             else:
-                got = kernel_fn(*args)
+                got = kernel_fn(*handed)
             self._sync()
         except Exception as exc:  # the candidate's own error: report it, don't die of it
             build = _build_fault(exc) or _outside()
@@ -216,16 +235,18 @@ class Session:
         for dst, src in zip(self.args, fresh, strict=True):
             if isinstance(dst, torch.Tensor):
                 dst.copy_(src)
+        self.source = (*key, label)
 
     def _fn(self, role: int) -> Callable[[], object]:
-        kernel_fn, args = self.kernels[role], self.args
+        kernel_fn, args = self.kernels[role], _handed(self.args)
         return lambda: kernel_fn(*args)
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
-        fn, self.previous = self._fn(int(req.get("role", 0))), None
+        sampled = Sampled(self._fn(int(req.get("role", 0))), lambda: self.source)
+        self.previous, self.timed = None, {}
         try:
-            m = time_calls(fn, self.refill, self.device.type == "cuda")
+            m = time_calls(sampled, self.refill, self.device.type == "cuda")
         except TimingRejected as exc:
             return _fault("REJECTED", str(exc))
         except Exception as exc:
@@ -235,7 +256,17 @@ class Session:
         outside = _outside(" while timed")
         if outside:
             return outside
-        return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us}
+        self.timed = {int(req.get("role", 0)): sampled.kept}
+        return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us,
+                "sampled": len(sampled.kept)}  # fmt: skip
+
+    def timed_output(self, index: int, role: int) -> dict[str, Any]:
+        """A sampled timed call's output (Sampled), with the key of its inputs for the judge."""
+        kept = self.timed.get(role, [])
+        source, out = kept[index] if 0 <= index < len(kept) else (None, None)
+        if 0 <= index < len(kept):
+            kept[index] = (source, None)  # handed over: free it
+        return {**self._send(out), "source": list(source) if source else None}
 
     def batch(self, req: dict[str, Any]) -> dict[str, Any]:
         """`calls` back-to-back calls on the last inputs, the device drained before and after:
@@ -274,13 +305,14 @@ class Session:
         """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
         on_gpu, label = self.device.type == "cuda", req["label"]
         self.previous = None
+        fns = [Sampled(self._fn(k), lambda: self.source) for k in (0, 1)]
         pairs = []
         for r in range(max(1, int(req["rounds"]))):
             us = [0.0, 0.0]
             for k in (0, 1) if r % 2 == 0 else (1, 0):
                 progress(f"compare {label}: timing {req['roles'][k]}")
                 try:
-                    us[k] = time_calls(self._fn(k), self.refill, on_gpu).median_us
+                    us[k] = time_calls(fns[k], self.refill, on_gpu).median_us
                 except TimingRejected as exc:  # a trick the timed calls show (worker_timing)
                     return {"error": f"{req['roles'][k]} kernel at {label}: {exc}"}
                 except Exception as exc:  # its checked call did not raise; a repeated one did
@@ -288,4 +320,7 @@ class Session:
                             f"{type(exc).__name__}: {exc}"}  # fmt: skip
             pairs.append(us)
         found = interpreter_bounds.first_violation()
-        return {"error": f"a kernel while timed: {found}"} if found else {"pairs": pairs}
+        if found:
+            return {"error": f"a kernel while timed: {found}"}
+        self.timed = {k: fn.kept for k, fn in enumerate(fns)}
+        return {"pairs": pairs, "sampled": [len(fn.kept) for fn in fns]}

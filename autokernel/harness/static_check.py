@@ -33,7 +33,6 @@ from autokernel.harness.guard_lists import (
     SAFE_DUNDER_NAMES,
     TENSOR_DESCRIPTOR,
     TL_LIBRARIES,
-    TL_MODULES,
     TORCH_NO_MEMBERS,
     TRITON_JIT_DECORATORS,
     TRITON_MEMBERS,
@@ -46,6 +45,7 @@ from autokernel.harness.guard_names import (
     identifier_problems,
     undefined_problems,
 )
+from autokernel.harness.guard_triton import tl_problem
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ def path_problem(path: list[str], importing: bool = False) -> str | None:
         if not rest or rest[0] in TRITON_MEMBERS:
             return None
         if rest[0] == "language":
-            return _tl_problem(rest[1:], dotted)
+            return tl_problem(rest[1:], dotted)
         if tuple(rest[:3]) == TENSOR_DESCRIPTOR[: len(rest[:3])]:
             return None
         allowed = [*sorted(TRITON_MEMBERS), "language", ".".join(TENSOR_DESCRIPTOR)]
@@ -118,16 +118,6 @@ def path_problem(path: list[str], importing: bool = False) -> str | None:
     members = MODULE_MEMBERS.get(root)
     if rest[0] in REFUSED_MEMBERS.get(root, ()) or (members is not None and rest[0] not in members):
         return f"{root}.{rest[0]} is not allowed in kernel.py"
-    return None
-
-
-def _tl_problem(rest: list[str], dotted: str) -> str | None:
-    for lib in TL_LIBRARIES:
-        if tuple(rest[: len(lib)]) == lib:
-            rest = rest[len(lib) :]
-            break
-    if rest and rest[0] in TL_MODULES:
-        return f"{dotted}: triton.language.{rest[0]} is not allowed in kernel.py"
     return None
 
 
@@ -286,6 +276,11 @@ class _Checker:
         problem = path_problem(path)
         if problem:
             self.flag(node, problem)
+        elif _is_module_path(".".join(path)):
+            # `m = tl.math` hands on a module under a name _resolve does not know, and every
+            # chain from it goes unjudged (m.core.typing.get_type_hints evals strings).
+            self.flag(node, f"{'.'.join(path)} is a module: use it only to name a member, "
+                      f"{'.'.join(path)}.<allowed name>")  # fmt: skip
         elif id(node) in self.jit_nodes and path[0] == "torch":
             self.flag(node, f"{'.'.join(path)} inside a @triton.jit body: use triton.language")
 

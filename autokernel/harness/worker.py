@@ -158,6 +158,8 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
             reply = {"ok": True}
         elif op == "batch":
             reply = session.batch(msg)
+        elif op == "timed_output":
+            reply = session.timed_output(int(msg["index"]), int(msg.get("role", 0)))
         elif op == "output":
             reply = session.output()
         elif op == "rounds":
