@@ -134,3 +134,35 @@ def test_the_model_is_scanned_for_its_functions_once_not_every_forward(monkeypat
         undo()
         patch.close()
     assert len(scans) == 1 and patch.counts()["softmax"]["kernel"] == 3
+
+
+def test_a_python_callee_reaches_the_router_as_a_mode_sees_it():
+    """F.log_softmax(x, dim=0) reaches a TorchFunctionMode (profile, the plan's route) as
+    (x,), {dim, _stacklevel, dtype}: the swapped callee must route that form, or a generic
+    target planned from it never matches in an eager verify."""
+    from torch.overrides import TorchFunctionMode
+
+    class First(TorchFunctionMode):
+        seen: tuple | None = None
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if self.seen is None:
+                self.seen = (tuple(args), dict(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4, 5)
+    mode = First()
+    with mode:
+        F.log_softmax(x, dim=0)
+    seen = []
+
+    def router(callee, args, kwargs):
+        seen.append((callee, args, kwargs))
+        return callee(*args, **kwargs)
+
+    places = callee_swap.places_of("torch.nn.functional.log_softmax")
+    with callee_swap.routed(places, router):
+        got = F.log_softmax(x, dim=0)
+    assert len(seen) == 1 and seen[0][0] is callee_swap.original(F.log_softmax)
+    assert seen[0][1][0] is x and seen[0][2] == mode.seen[1]
+    torch.testing.assert_close(got, torch.log_softmax(x, 0))
