@@ -295,3 +295,24 @@ def test_a_reply_line_of_any_shape_is_a_channel_error_never_a_crash(tmp_path, li
 def test_a_reply_status_that_is_no_status_is_a_channel_error():
     with pytest.raises(ChannelError, match="status"):
         judge._fault({"status": ["CRASH"]}, Check("smoke", "", "", False))
+
+
+def _smoke_with(seconds: float) -> Evaluation:
+    ev = reduce_eval()
+
+    def call(c):
+        args = ev.inputs(c.make, c.size, c.dtype, *c.key)
+        return ev.spec.reference(*args).to(c.out_dtype), seconds
+
+    ev.call = call
+    return ev
+
+
+def test_a_correct_interpreter_kernel_at_a_model_size_passes_smoke():
+    """Inductor's own reduction over a non-last dim takes seconds per call in the interpreter
+    (one program per output row): the CPU smoke limit must not call it broken."""
+    from autokernel.harness.stages import _stage_smoke
+
+    assert all(c.ok for c in _stage_smoke(_smoke_with(8.5)))
+    with pytest.raises(StageFailure, match="broken or serialized"):
+        _stage_smoke(_smoke_with(60.0))
