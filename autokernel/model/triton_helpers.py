@@ -71,6 +71,14 @@ def _any(x, dim):
 
 
 @triton.jit
+def _select_one(x, mask, dim, keep_dims: tl.constexpr = False):
+    # the one element of x along dim where mask is set (a scan block's last value, the carry):
+    # adding zeros to it is exact, but for a -0.0 that comes back +0.0
+    picked = tl.sum(tl.where(mask, x, tl.zeros_like(x)), dim, keep_dims=keep_dims)
+    return picked.to(x.dtype)
+
+
+@triton.jit
 def _div_floor_integer(a, b):
     # Triton's // truncates toward zero; floor division rounds toward -inf
     q = a // b
