@@ -25,6 +25,7 @@ from autokernel.harness.stages import build_inputs
 from autokernel.harness.worker_timing import TimingRejected, time_calls
 from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, parse_dtype
+from autokernel.specs.base import output_dtype
 
 
 def load_candidate(path: Path, name: str = "autokernel_candidate"):
@@ -170,7 +171,7 @@ class Session:
         args = self._inputs(req["make"], req["size"], dtype, tuple(req["key"]))
         kernel_fn = self.kernels[int(req.get("role", 0))]
         snapshot = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
-        _poison(req["out_shape"], parse_dtype(req["out_dtype"]), self.device)
+        _poison(req["out_shape"], output_dtype(req["out_dtype"]), self.device)
         monitor = TorchOpMonitor()
         try:
             if self.monitor:
