@@ -137,14 +137,15 @@ def original(obj: Any) -> Any:
 
 
 def dispatches(callee: Callable) -> bool:
-    """Whether a callee is Python that hands its call to handle_torch_function (its arguments
-    as a TorchFunctionMode sees them differ from the call site's)."""
-    code = getattr(callee, "__code__", None) if isinstance(callee, types.FunctionType) else None
-    return code is not None and "handle_torch_function" in code.co_names
+    """Whether a callee is Python, which may hand its call to handle_torch_function itself or
+    through a helper (F.max_pool2d's boolean dispatch reaches a mode from _max_pool2d, named
+    as max_pool2d): its arguments as a mode sees them may differ from the call site's."""
+    return isinstance(callee, types.FunctionType)
 
 
 class _HandOff(TorchFunctionMode):
-    """Routes the first call of `callee` that reaches a mode, in the form it arrives there."""
+    """Routes the first call of `callee` that reaches a mode, in the form it arrives there; a
+    callee that never hands off runs as written."""
 
     def __init__(self, router: Router, callee: Callable, routed_as: Callable) -> None:
         super().__init__()

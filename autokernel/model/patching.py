@@ -52,6 +52,7 @@ class Patch:
     found in the models patched."""
 
     def __init__(self, kernels: Sequence[LoadedKernel], policy: Policy = "dtype") -> None:
+        self.notes: list[str] = []  # before any claim: an unreachable callee adds one
         self.routers: dict[str, Router] = {}  # kernel type, or a generic target's name
         self.generic: dict[str, GenericRoute] = {}  # route key -> its kernel's route
         for k in kernels:
@@ -76,7 +77,6 @@ class Patch:
             if head.startswith("call:"):
                 self._claim_callee(head.removeprefix("call:"), route)
         self.sites: Counter = Counter()  # kind -> modules patched / calls seen
-        self.notes: list[str] = []
         self._installed: list[Callable[[], None]] = []
         self._active = False
         # One wrapper per swapped function for the Patch's life: torch.compile guards on the
