@@ -214,3 +214,30 @@ def test_a_generic_route_naming_an_unreachable_call_is_a_note_not_a_crash():
         assert any("not reachable by name" in n for n in patch.notes)
     finally:
         patch.close()
+
+
+class _HeldCallee(nn.Module):
+    """transformers' GELUActivation pattern: the torch function kept as an attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = torch.softmax  # a C function: no Python inside it reaches a swapped name
+
+    def forward(self, x):
+        return self.act(x, -1)
+
+
+def test_a_callee_a_module_holds_as_an_attribute_is_routed_and_restored():
+    net = nn.Sequential(_HeldCallee())
+    patch = Patch([LoadedKernel("softmax", "softmax", reference.softmax, None, [])])
+    undo = patch.install(net)
+    try:
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            got = net(x)
+        assert patch.counts()["softmax"]["kernel"] == 1
+        torch.testing.assert_close(got, torch.softmax(x, -1))
+    finally:
+        undo()
+        patch.close()
+    assert net[0].act is torch.softmax
