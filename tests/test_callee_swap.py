@@ -134,3 +134,110 @@ def test_the_model_is_scanned_for_its_functions_once_not_every_forward(monkeypat
         undo()
         patch.close()
     assert len(scans) == 1 and patch.counts()["softmax"]["kernel"] == 3
+
+
+def test_a_python_callee_reaches_the_router_as_a_mode_sees_it():
+    """F.log_softmax(x, dim=0) reaches a TorchFunctionMode (profile, the plan's route) as
+    (x,), {dim, _stacklevel, dtype}: the swapped callee must route that form, or a generic
+    target planned from it never matches in an eager verify."""
+    from torch.overrides import TorchFunctionMode
+
+    class First(TorchFunctionMode):
+        seen: tuple | None = None
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if self.seen is None:
+                self.seen = (tuple(args), dict(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(4, 5)
+    mode = First()
+    with mode:
+        F.log_softmax(x, dim=0)
+    seen = []
+
+    def router(callee, args, kwargs):
+        seen.append((callee, args, kwargs))
+        return callee(*args, **kwargs)
+
+    places = callee_swap.places_of("torch.nn.functional.log_softmax")
+    with callee_swap.routed(places, router):
+        got = F.log_softmax(x, dim=0)
+    assert len(seen) == 1 and seen[0][0] is callee_swap.original(F.log_softmax)
+    assert seen[0][1][0] is x and seen[0][2] == mode.seen[1]
+    torch.testing.assert_close(got, torch.log_softmax(x, 0))
+
+
+def test_a_boolean_dispatch_callee_is_named_and_routed_as_the_model_calls_it():
+    """F.max_pool2d is torch's boolean_dispatch closure (qualname boolean_dispatch.<locals>.fn)
+    and reaches a mode from _max_pool2d's hand-off: profile must name it so verify resolves it,
+    and the swapped callee must route the form the mode sees."""
+    from torch.overrides import TorchFunctionMode
+
+    from autokernel.model.calls import api_name, resolve
+
+    name = api_name(F.max_pool2d)
+    assert name == "torch.nn.functional.max_pool2d" and resolve(name) is F.max_pool2d
+
+    class First(TorchFunctionMode):
+        seen: tuple | None = None
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if self.seen is None:
+                self.seen = (func, dict(kwargs or {}))
+            return func(*args, **(kwargs or {}))
+
+    x = torch.randn(1, 2, 8, 8)
+    mode = First()
+    with mode:
+        F.max_pool2d(x, 2)
+    seen = []
+
+    def router(callee, args, kwargs):
+        seen.append(kwargs)
+        return callee(*args, **kwargs)
+
+    with callee_swap.routed(callee_swap.places_of(name), router):
+        got = F.max_pool2d(x, 2)
+    assert mode.seen[0] is F.max_pool2d and seen == [mode.seen[1]]
+    torch.testing.assert_close(got, F.max_pool2d(x, 2))
+
+
+def test_a_generic_route_naming_an_unreachable_call_is_a_note_not_a_crash():
+    from autokernel.model.capture import capture
+
+    region = capture(lambda t: t.softmax(-1), [torch.randn(2, 4)], "fn")
+    route = "call:torch.nn.functional.boolean_dispatch.<locals>.fn|()|[]"
+    kernel = LoadedKernel("fn", "generic", reference.softmax, None, (), region, route)
+    patch = Patch([kernel])
+    try:
+        assert any("not reachable by name" in n for n in patch.notes)
+    finally:
+        patch.close()
+
+
+class _HeldCallee(nn.Module):
+    """transformers' GELUActivation pattern: the torch function kept as an attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.act = torch.softmax  # a C function: no Python inside it reaches a swapped name
+
+    def forward(self, x):
+        return self.act(x, -1)
+
+
+def test_a_callee_a_module_holds_as_an_attribute_is_routed_and_restored():
+    net = nn.Sequential(_HeldCallee())
+    patch = Patch([LoadedKernel("softmax", "softmax", reference.softmax, None, [])])
+    undo = patch.install(net)
+    try:
+        x = torch.randn(4, 8)
+        with torch.no_grad():
+            got = net(x)
+        assert patch.counts()["softmax"]["kernel"] == 1
+        torch.testing.assert_close(got, torch.softmax(x, -1))
+    finally:
+        undo()
+        patch.close()
+    assert net[0].act is torch.softmax

@@ -245,3 +245,38 @@ def test_the_reduction_hint_is_read_where_inductor_writes_it_a_decorator_keyword
     assert kernel.hint == "OUTER"
     config, _ = tunables({kernel.name: kernel}, {})
     assert (config["XBLOCK_0"], config["R0_BLOCK_0"]) == (64, 8)
+
+
+def test_a_scan_keeps_the_combine_function_inductor_wrote_beside_its_kernel(tmp_path):
+    """A cumsum's kernels call tl.associative_scan with a combine function Inductor defines in
+    the kernel's own source, and the looped one carries the block's last value through
+    triton_helpers.select_one: both must be in the starter, within the guard, and right."""
+    from autokernel.model.capture import capture
+
+    x = torch.randn(4, 40, generator=torch.Generator().manual_seed(0))
+    r = capture(lambda t: torch.cumsum(t, dim=-1), [x], "cumsum")
+    source = build(r, generate(r, torch.device("cpu")), generate(r, torch.device("cpu"), False))
+    assert check_source(source) == []
+    assert source.count("def _triton_helper_fn_add0(") == 1 and "_select_one(" in source
+    module = load(tmp_path, source)
+    for t in (x, torch.randn(3, 300, generator=torch.Generator().manual_seed(1))):
+        torch.testing.assert_close(module.kernel_fn(t), torch.cumsum(t, -1))
+
+
+def test_an_argmax_starter_picks_as_torch_does_ties_and_nans_included(tmp_path):
+    """Inductor's argmax/argmin kernels reduce (value, index) pairs through
+    triton_helpers.maximum_with_index / minimum_with_index: without plain-Triton forms of
+    those an argmax was no target at all."""
+    from autokernel.model.capture import capture
+
+    x = torch.randn(2, 12, 3, generator=torch.Generator().manual_seed(0))
+    for name, fn in (("argmax", torch.argmax), ("argmin", torch.argmin)):
+        r = capture(lambda t, fn=fn: fn(t, dim=1), [x], name)
+        source = build(r, generate(r, torch.device("cpu")))
+        assert check_source(source) == []
+        module = load(tmp_path, source)
+        y = x.clone()
+        y[0, 3:6, 0] = 5.0  # a tie: the lower index wins
+        y[1, 7, 2] = float("nan")  # a NaN wins
+        for t in (x, y):
+            assert torch.equal(module.kernel_fn(t), fn(t, dim=1)), name

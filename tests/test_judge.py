@@ -329,3 +329,46 @@ def test_timed_outputs_are_judged_against_the_inputs_they_came_from(honest):
         check_timed(ev, proc, size, torch.float32, ("benchmark", label))
     assert caught.value.status is Status.REJECTED
     assert "timed call" in caught.value.check.message
+
+
+def _smoke_with(seconds: float) -> Evaluation:
+    ev = reduce_eval()
+
+    def call(c):
+        args = ev.inputs(c.make, c.size, c.dtype, *c.key)
+        return ev.spec.reference(*args).to(c.out_dtype), seconds
+
+    ev.call = call
+    return ev
+
+
+def test_a_correct_interpreter_kernel_at_a_model_size_passes_smoke():
+    """Inductor's own reduction over a non-last dim takes seconds per call in the interpreter
+    (one program per output row): the CPU smoke limit must not call it broken."""
+    from autokernel.harness.stages import _stage_smoke
+
+    assert all(c.ok for c in _stage_smoke(_smoke_with(8.5)))
+    with pytest.raises(StageFailure, match="broken or serialized"):
+        _stage_smoke(_smoke_with(60.0))
+
+
+def test_a_generic_region_with_an_integer_output_is_judged():
+    """An integer cumsum (or an argmax) is a generic target whose output is int64: the judge
+    names that dtype to the candidate's process, which must take it, not crash on it."""
+    import types
+
+    from autokernel.harness.local import LocalProcess
+    from autokernel.harness.stages import _stage_smoke
+    from autokernel.model.capture import capture
+    from autokernel.specs.generic import generic_spec
+
+    ids = torch.randint(0, 10, (4, 32), generator=torch.Generator().manual_seed(0))
+    region = capture(lambda t: torch.cumsum(t, dim=-1), [ids], "cumsum")
+    spec = generic_spec(region.to_dict())
+    module = types.ModuleType("trusted")
+    module.kernel_fn = lambda t: torch.cumsum(t, dim=-1)
+    proc = LocalProcess(spec, [module], CPU, seed=3)
+    proc.session.monitor = False  # a torch op stands in for a Triton kernel here
+    ev = proc.evaluation()
+    checks = _stage_smoke(ev)
+    assert all(c.ok for c in checks) and spec.out_dtype(spec.dtypes[0]) == torch.int64

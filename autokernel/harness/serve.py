@@ -25,6 +25,7 @@ from autokernel.harness.stages import build_inputs
 from autokernel.harness.worker_timing import Sampled, TimingRejected, time_calls
 from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, parse_dtype
+from autokernel.specs.base import output_dtype
 
 
 def load_candidate(path: Path, name: str = "autokernel_candidate"):
@@ -188,8 +189,8 @@ class Session:
         kernel_fn = self.kernels[int(req.get("role", 0))]
         snapshot = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         handed = _handed(args)
-        _poison(req["out_shape"], parse_dtype(req["out_dtype"]), self.device)
-        self.out_bound = output_bound(tuple(req["out_shape"]), parse_dtype(req["out_dtype"]))
+        _poison(req["out_shape"], output_dtype(req["out_dtype"]), self.device)
+        self.out_bound = output_bound(tuple(req["out_shape"]), output_dtype(req["out_dtype"]))
         monitor = TorchOpMonitor()
         try:
             if self.monitor:

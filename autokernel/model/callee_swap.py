@@ -11,6 +11,12 @@ Swaps are process-wide and counted: the first active forward installs a callee's
 last one out restores the original. The wrapper routes only in a thread whose innermost active
 forward claimed the callee; anywhere else (another thread, code outside a patched forward,
 inside a kernel) it calls the original, so torch behaves as before.
+
+A callee written in Python (F.log_softmax, F.normalize, F.layer_norm) first hands its call to
+handle_torch_function with its arguments rearranged and its defaults filled in
+(`F.log_softmax(x, dim=0)` reaches a mode as `(x,), {dim: 0, _stacklevel: 3, dtype: None}`).
+Profile recorded that form in the plan's routes, so the wrapper lets such a callee make that
+hand-off and routes what it hands over; the call site's own form would match no route.
 """
 
 from __future__ import annotations
@@ -18,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import types
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from autokernel.model import kernel_ops
 
@@ -88,8 +96,6 @@ def operator_aliases() -> dict[str, tuple[str, ...]]:
     """Tensor method -> the operator methods a TorchFunctionMode sees as that method with the
     same arguments (x + y and 2 + x arrive as Tensor.add(x, ...)), asked of torch itself once:
     profile records calls through a mode, so an operator is planned under the method's name."""
-    from torch.overrides import TorchFunctionMode
-
     from autokernel.model.calls import api_name
 
     class First(TorchFunctionMode):
@@ -130,11 +136,39 @@ def original(obj: Any) -> Any:
     return _ORIGINALS.get(id(obj), obj)
 
 
+def dispatches(callee: Callable) -> bool:
+    """Whether a callee is Python, which may hand its call to handle_torch_function itself or
+    through a helper (F.max_pool2d's boolean dispatch reaches a mode from _max_pool2d, named
+    as max_pool2d): its arguments as a mode sees them may differ from the call site's."""
+    return isinstance(callee, types.FunctionType)
+
+
+class _HandOff(TorchFunctionMode):
+    """Routes the first call of `callee` that reaches a mode, in the form it arrives there; a
+    callee that never hands off runs as written."""
+
+    def __init__(self, router: Router, callee: Callable, routed_as: Callable) -> None:
+        super().__init__()
+        self.router, self.callee, self.routed_as = router, callee, routed_as
+        self.pending = True
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if self.pending and original(func) is self.callee:
+            self.pending = False
+            return self.router(self.routed_as, tuple(args), dict(kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
 def _wrapper(callee: Callable, routed_as: Callable) -> Callable:
+    hand_off = dispatches(callee)
+
     def routed(*args: Any, **kwargs: Any) -> Any:
         routers = _ACTIVE.routers
         if not routers or kernel_ops.in_op():
             return callee(*args, **kwargs)
+        if hand_off:
+            with _HandOff(routers[-1], callee, routed_as):
+                return callee(*args, **kwargs)
         return routers[-1](routed_as, args, kwargs)
 
     routed.__wrapped__ = callee  # type: ignore[attr-defined]

@@ -61,6 +61,10 @@ def _name(func: Callable) -> str:
     module = {"torch._C._nn": "torch.nn.functional", "torch._C._VariableFunctions": "torch",
               "torch._C._linalg": "torch.linalg", "torch._C._special": "torch.special"}.get(
         module, module)  # fmt: skip
+    if "<locals>" in qual and module:  # F.max_pool2d: boolean_dispatch.<locals>.fn
+        name = getattr(func, "__name__", "")
+        if name and resolve(f"{module}.{name}") is func:
+            return f"{module}.{name}"  # the name the model calls it by, which verify resolves
     return f"{module}.{qual}" if module else qual
 
 

@@ -52,6 +52,7 @@ class Patch:
     found in the models patched."""
 
     def __init__(self, kernels: Sequence[LoadedKernel], policy: Policy = "dtype") -> None:
+        self.notes: list[str] = []  # before any claim: an unreachable callee adds one
         self.routers: dict[str, Router] = {}  # kernel type, or a generic target's name
         self.generic: dict[str, GenericRoute] = {}  # route key -> its kernel's route
         for k in kernels:
@@ -76,7 +77,6 @@ class Patch:
             if head.startswith("call:"):
                 self._claim_callee(head.removeprefix("call:"), route)
         self.sites: Counter = Counter()  # kind -> modules patched / calls seen
-        self.notes: list[str] = []
         self._installed: list[Callable[[], None]] = []
         self._active = False
         # One wrapper per swapped function for the Patch's life: torch.compile guards on the
@@ -311,10 +311,22 @@ class Patch:
         places = list(self._places)
         # Names the model's modules bound to a claimed callee (`from torch.nn.functional
         # import scaled_dot_product_attention`) are swapped too.
-        for g in callnames.model_globals(model):
-            places += [(g, n, None) for n, v in list(g.items())
-                       if callable(v) and callee_swap.original(v) in self._callees]  # fmt: skip
+        # So are a module's own attributes holding one: transformers' GELUActivation keeps
+        # `self.act = nn.functional.gelu` and calls self.act(x), which no swap of
+        # torch.nn.functional reaches.
+        holders = [*callnames.model_globals(model), *(vars(m) for m in model.modules())]
+        for g in holders:
+            places += [(g, n, None) for n, v in list(g.items()) if self._claims(v)]
         return _ModelSwaps(functions, places)
+
+    def _claims(self, value: object) -> bool:
+        """Whether `value` is (a wrapper of) a callee the router claims."""
+        if not callable(value) or isinstance(value, nn.Module | type):
+            return False
+        try:
+            return callee_swap.original(value) in self._callees
+        except TypeError:  # an unhashable callable object
+            return False
 
     def _function_wrapper(self, entry: callnames.ModelFunction) -> Callable | None:
         fn, run = entry.function, entry.value

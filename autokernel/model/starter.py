@@ -115,6 +115,7 @@ def _kernel(name: str, src: str, helpers: set[str]) -> Kernel:
     fn.decorator_list = [ast.Attribute(ast.Name("triton", ast.Load()), "jit", ast.Load())]
     fn.body = [_Rewriter(name, helpers).visit(s) for s in fn.body]
     kernel = Kernel(name, kind, ast.unparse(fn), params, constexprs)
+    kernel.local = _local_functions(tree, fn, helpers)
     kernel.size_hints = _literal(meta.get("size_hints")) or {}
     inductor_meta = _dict_items(meta.get("inductor_meta"))
     hint = meta.get("reduction_hint")  # a keyword of the decorator; in inductor_meta before
@@ -122,6 +123,26 @@ def _kernel(name: str, src: str, helpers: set[str]) -> Kernel:
     kernel.hint = str(hint).rsplit(".", 1)[-1]
     _axes(kernel, fn, constexprs)
     return kernel
+
+
+def _local_functions(tree: ast.Module, fn: ast.FunctionDef, helpers: set[str]) -> dict[str, str]:
+    """The @triton.jit functions the kernel's source defines beside it and the kernel calls,
+    directly or through one another (a scan's combine function, _triton_helper_fn_add0),
+    rewritten like the kernel: without them the starter names a function it never defines."""
+    defined = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef) and s is not fn}
+    found: dict[str, str] = {}
+    todo = [fn]
+    while todo:
+        for node in ast.walk(todo.pop()):
+            if isinstance(node, ast.Name) and node.id in defined and node.id not in found:
+                local = defined[node.id]
+                local.decorator_list = [
+                    ast.Attribute(ast.Name("triton", ast.Load()), "jit", ast.Load())
+                ]
+                local.body = [_Rewriter(local.name, helpers).visit(s) for s in local.body]
+                found[local.name] = ast.unparse(local)
+                todo.append(local)
+    return found
 
 
 def _is_constexpr(node: ast.AST | None) -> bool:
@@ -265,11 +286,23 @@ def _render(region, kernels, helpers, host, config, space) -> str:
         "# Allowed values per CONFIG key: every combination computes the same result.\n"
         f"SEARCH_SPACE = {_dict_text(space)}",
         *triton_helpers.sources(helpers),
+        *_locals(kernels),
         *(k.source for k in kernels.values()),
         *(starter_launch.launcher(i, k) for i, k in enumerate(kernels.values())),
     ]
     parts.extend(_entry(region, *host))
     return "\n\n\n".join(parts) + "\n"
+
+
+def _locals(kernels: dict[str, Kernel]) -> list[str]:
+    """The kernels' own helper functions, each once: the any-shape and the at-shape wrapper
+    define the same one under the same name."""
+    out: dict[str, str] = {}
+    for k in kernels.values():
+        for name, src in k.local.items():
+            if out.setdefault(name, src) != src:
+                raise StarterError(f"{k.name}: two different helper functions named {name}")
+    return list(out.values())
 
 
 def _entry(region: Region, host: list[str], at_shape: list[str] | None) -> list[str]:

@@ -25,6 +25,9 @@ class Kernel:
     r_blocks: list[str] = field(default_factory=list)  # reduction block constexprs
     hint: str = ""  # Inductor's reduction hint (INNER, OUTER, DEFAULT)
     size_hints: dict[str, int] = field(default_factory=dict)
+    # @triton.jit functions Inductor wrote beside the kernel and the kernel calls (a scan's
+    # combine function), name -> rewritten source
+    local: dict[str, str] = field(default_factory=dict)
 
 
 def _p2(n: int) -> int:

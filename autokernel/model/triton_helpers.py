@@ -51,6 +51,46 @@ def _min2(a, dim):
 
 
 @triton.jit
+def _minimum_with_index(a_value, a_index, b_value, b_index):
+    # the smaller value and its index, as torch.argmin picks: a NaN wins, a tie takes the
+    # lower index
+    mask = a_value < b_value
+    equal = a_value == b_value
+    if a_value.dtype.is_floating():
+        a_nan = a_value != a_value
+        b_nan = b_value != b_value
+        mask = mask | (a_nan & ~b_nan)
+        equal = equal | (a_nan & b_nan)
+    mask = mask | (equal & (a_index < b_index))
+    return tl.where(mask, a_value, b_value), tl.where(mask, a_index, b_index)
+
+
+@triton.jit
+def _maximum_with_index(a_value, a_index, b_value, b_index):
+    # the larger value and its index, as torch.argmax picks: a NaN wins, a tie takes the
+    # lower index
+    mask = a_value > b_value
+    equal = a_value == b_value
+    if a_value.dtype.is_floating():
+        a_nan = a_value != a_value
+        b_nan = b_value != b_value
+        mask = mask | (a_nan & ~b_nan)
+        equal = equal | (a_nan & b_nan)
+    mask = mask | (equal & (a_index < b_index))
+    return tl.where(mask, a_value, b_value), tl.where(mask, a_index, b_index)
+
+
+@triton.jit
+def _min_with_index(value, index, dim):
+    return tl.reduce((value, index), dim, _minimum_with_index)
+
+
+@triton.jit
+def _max_with_index(value, index, dim):
+    return tl.reduce((value, index), dim, _maximum_with_index)
+
+
+@triton.jit
 def _times(a, b):
     return a * b
 
@@ -68,6 +108,14 @@ def _either(a, b):
 @triton.jit
 def _any(x, dim):
     return tl.reduce(x, dim, _either)
+
+
+@triton.jit
+def _select_one(x, mask, dim, keep_dims: tl.constexpr = False):
+    # the one element of x along dim where mask is set (a scan block's last value, the carry):
+    # adding zeros to it is exact, but for a -0.0 that comes back +0.0
+    picked = tl.sum(tl.where(mask, x, tl.zeros_like(x)), dim, keep_dims=keep_dims)
+    return picked.to(x.dtype)
 
 
 @triton.jit

@@ -49,6 +49,16 @@ def parse_dtype(name: str) -> torch.dtype:
         raise ValueError(f"unknown dtype {name!r}; use one of float16, bfloat16, float32") from None
 
 
+def output_dtype(name: str) -> torch.dtype:
+    """Any torch dtype by its dtype_name: a generic region's output may be int64 or bool (an
+    integer cumsum, an argmax), and the judge names it so to the candidate's process. Users'
+    flags go through parse_dtype, which takes the benchmark dtypes only."""
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Adversarial:
     """A named input that breaks naive kernels (overflow, cancellation, extreme indices)."""
