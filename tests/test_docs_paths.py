@@ -69,8 +69,10 @@ def cited_results(text: str) -> set[str]:
 
 
 def test_the_results_finder_reads_names_not_placeholders():
-    text = "see h200-host-2026-12-03-cebb12b.md, `benchmarks/results/h200-latest.json` and " \
+    text = (
+        "see h200-host-2026-12-03-cebb12b.md, `benchmarks/results/h200-latest.json` and "
         "h200-cuda-<date>.md, h200-YYYY-MM-DD.md\n  x.py --json benchmarks/results/h200-new.json"
+    )
     assert cited_results(text) == {"h200-host-2026-12-03-cebb12b.md", "h200-latest.json"}
 
 
