@@ -251,3 +251,25 @@ def test_the_prediction_from_whole_model_effects_composes_the_kept_ratios():
     assert prediction.from_effects(10.0, ratios, ["rmsnorm", "softmax"]) == pytest.approx(5.0)
     assert prediction.from_effects(10.0, ratios, []) == pytest.approx(10.0)
     assert prediction.from_effects(10.0, ratios, ["matmul"]) is None  # not measured
+
+
+@pytest.mark.parametrize("clock", ["cpu", "cuda"])
+def test_interpreter_times_get_no_prediction_check(tmp_path, clock):
+    """On the CPU without a selection the times are the interpreter's: a prediction check
+    would print a meaningless miss, so a note says why there is none; on a GPU it runs."""
+    from autokernel.model.verify.verifier import VerifyResult
+    from autokernel.timing import CPU_CLOCK, CUDA_CLOCK
+
+    ws = workspace_with(tmp_path, starters("rmsnorm"))
+    kernels, _, _ = collect_kernels(ws)
+    modes = {m: {"ms": ms, "spread": 0.0, "kernels": []} for m, ms in
+             (("eager", 10.0), ("patched", 9.0))}  # fmt: skip
+    result = VerifyResult(model="m", device="cpu", dtype="float32", kernels={}, outputs=[],
+                          calls={"rmsnorm": {"kernel": 1}},
+                          clock=CPU_CLOCK if clock == "cpu" else CUDA_CLOCK, modes=modes,
+                          kept={"eager": ["rmsnorm"]})  # fmt: skip
+    conclude(result, kernels, ws)
+    noted = any("no prediction check" in n for n in result.notes)
+    assert noted == (clock == "cpu")
+    if clock == "cpu":
+        assert result.predictions == []

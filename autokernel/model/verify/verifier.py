@@ -36,6 +36,7 @@ from autokernel.model.verify.timing import Timed, time_model
 from autokernel.run import layout
 from autokernel.specs import GENERIC, dtype_name
 from autokernel.specs.region import Region
+from autokernel.timing import CPU_CLOCK
 
 __all__ = [
     "ACCUMULATION_FACTOR", "OutputCheck", "VerifyError", "VerifyResult", "amdahl",
@@ -312,7 +313,12 @@ def conclude(result: VerifyResult, kernels: list[LoadedKernel], workspace: Path)
     ran = {k.name for k in kernels if _ran(result, k)}
     result.predicted_speedup = amdahl(workspace, ran)
     result.expected = prediction.expected_ratios(workspace, ran)
-    if result.modes:
+    if result.modes and result.clock == CPU_CLOCK and not result.selection:
+        result.notes.append(
+            "no prediction check: on the CPU the kernels run in Triton's interpreter, whose "
+            "times say nothing of their GPU speed (run verify on a GPU)"
+        )
+    elif result.modes:
         result.predictions = [p.to_json() for p in _predictions(result, workspace)]
     if result.selection:
         _record(result, workspace)
