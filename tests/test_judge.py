@@ -139,6 +139,40 @@ def test_a_claim_far_below_the_judges_clock_is_rejected():
     assert "not believed" in failure.check.message
 
 
+class LoadedOnceProcess(FakeProcess):
+    """Honest, but its first batch lands on a loaded host: `slow_us` per call there."""
+
+    def __init__(self, *args, slow_us: float, slow_batches: int = 1, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.slow_us, self.slow_left, self.batches = slow_us, slow_batches, 0
+
+    def batch(self, role, calls, check_at):
+        self.batches += 1
+        real, self.slow_left = (
+            (self.slow_us if self.slow_left > 0 else self.real_us),
+            self.slow_left - 1,
+        )
+        self.calls = calls
+        time.sleep(calls * real * 1e-6)
+        return calls * real * 1e-6 + benchmark.IPC_ALLOWANCE_S[False]
+
+
+def test_a_batch_slowed_by_load_is_timed_again_before_a_claim_is_refused():
+    ev = reduce_eval()
+    proc = LoadedOnceProcess(ev, SIZE, torch.float32, real_us=300.0, slow_us=5_000.0)
+    per_call = cross_check(ev, proc, SIZE, torch.float32, claimed_us=300.0)
+    assert proc.batches == 2 and per_call == pytest.approx(300.0, rel=0.01)
+
+
+def test_a_claim_every_batch_contradicts_is_refused():
+    ev = reduce_eval()
+    proc = LoadedOnceProcess(ev, SIZE, torch.float32, real_us=300.0, slow_us=5_000.0,
+                             slow_batches=benchmark.CROSS_CHECK_BATCHES)  # fmt: skip
+    with pytest.raises(StageFailure, match="not believed"):
+        cross_check(ev, proc, SIZE, torch.float32, claimed_us=300.0)
+    assert proc.batches == benchmark.CROSS_CHECK_BATCHES
+
+
 def test_a_stale_output_in_the_batch_is_rejected_as_a_cache():
     ev = reduce_eval()
     proc = FakeProcess(ev, SIZE, torch.float32, real_us=100.0, stale=True)

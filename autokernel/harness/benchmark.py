@@ -51,6 +51,10 @@ BATCH_CALLS = {True: (10, 1000), False: (3, 20)}
 IPC_ALLOWANCE_S = {True: 0.02, False: 0.1}
 WALL_FACTOR = {True: 2.0, False: 3.0}
 WALL_MARGIN_US = {True: 30.0, False: 2000.0}
+# Load only ever adds wall time, so the judge takes the best of up to this many batches: a
+# correct kernel took 4.8 ms per call in one batch against a 3.0 ms limit while the CPU suite ran
+# beside it, and a kernel with hidden work carries that work into every batch.
+CROSS_CHECK_BATCHES = 3
 
 
 class KernelProcess(Protocol):
@@ -135,6 +139,28 @@ def cross_check(
     if not (math.isfinite(claimed_us) and claimed_us > 0):
         raise _reject(label, dtype, f"the candidate's process claimed {claimed_us!r} us per "
                       "call: not a time")  # fmt: skip
+    limit = wall_limit_us(claimed_us, ev.on_gpu)
+    best = math.inf
+    for _ in range(CROSS_CHECK_BATCHES):
+        calls, wall_s = _checked_batch(ev, proc, size, dtype, claimed_us, role)
+        best = min(best, max(0.0, wall_s - IPC_ALLOWANCE_S[ev.on_gpu]) / calls * 1e6)
+        if best <= limit:
+            return best
+    raise _reject(
+        label, dtype,
+        f"the kernel's process claimed {claimed_us:.1f} us per call, but {calls} calls took "
+        f"at best {best:.1f} us per call on the judge's clock over {CROSS_CHECK_BATCHES} "
+        f"batches (limit {limit:.1f}): the claimed time is not believed",
+    )  # fmt: skip
+
+
+def _checked_batch(
+    ev: Evaluation, proc: KernelProcess, size: Size, dtype: torch.dtype, claimed_us: float,
+    role: int,
+) -> tuple[int, float]:  # fmt: skip
+    """One batch on fresh values in the same input buffers: (calls, wall seconds), the output
+    checked against them (a kernel replaying a cached output is refused here)."""
+    label = ev.spec.label(size)
     key = ("revalidate", secrets.randbelow(2**31))
     proc.refill(key)
     expected = expected_output(ev, MAIN, size, dtype, (*key, label))
@@ -149,16 +175,7 @@ def cross_check(
         raise _reject(label, dtype, "after timing, new values were written into the same input "
                       "buffers and the output did not follow them (cached output?): "
                       + (problem or describe(mismatch, atol, rtol)))  # fmt: skip
-    per_call = max(0.0, wall_s - IPC_ALLOWANCE_S[ev.on_gpu]) / calls * 1e6
-    limit = wall_limit_us(claimed_us, ev.on_gpu)
-    if per_call > limit:
-        raise _reject(
-            label, dtype,
-            f"the kernel's process claimed {claimed_us:.1f} us per call, but {calls} calls took "
-            f"{wall_s * 1e3:.1f} ms on the judge's clock ({per_call:.1f} us per call, limit "
-            f"{limit:.1f}): the claimed time is not believed",
-        )  # fmt: skip
-    return per_call
+    return calls, wall_s
 
 
 def check_timed(
