@@ -157,3 +157,49 @@ def test_a_kernel_cannot_change_the_inputs_the_other_kernel_is_handed(tmp_path):
         session._fn(role)()
     seen = session.modules[0].SEEN
     assert all(contiguous for contiguous, _ in seen), seen
+
+
+# In a comparison both kernels read one input storage. A candidate whose checked call left its
+# input alone but whose timed calls wrote into it left the best kernel other values to be timed
+# and sampled on (tests/faults/softmax_inputs_rewritten_when_timed.py, in a single evaluation).
+CANDIDATE_REWRITES_WHEN_TIMED = """
+CALLS = [0]
+
+def kernel_fn(x):
+    CALLS[0] += 1
+    out = x.clone()
+    if CALLS[0] > 1:  # the checked call is the first
+        x.add_(1.0)
+    return out
+"""
+
+
+def test_a_kernel_that_writes_its_inputs_while_timed_ends_the_comparison(tmp_path):
+    from autokernel.harness.serve import Session
+    from autokernel.specs import resolve
+
+    files = []
+    for name, text in (("best", "def kernel_fn(x):\n    return x.clone()\n"),
+                       ("cand", CANDIDATE_REWRITES_WHEN_TIMED)):  # fmt: skip
+        files.append(tmp_path / f"{name}.py")
+        files[-1].write_text(text)
+    session = Session(resolve("softmax"), torch.device("cpu"), 1, tmp_path, monitor=False)
+    assert session.import_files([str(f) for f in files], ["best_w", "cand_w"])["ok"]
+    request = {"make": "inputs", "size": {"rows": 4, "cols": 8}, "dtype": "float32",
+               "key": ["k"], "out_shape": [4, 8], "out_dtype": "float32"}  # fmt: skip
+    for role in (0, 1):
+        assert "out" in session.call({**request, "role": role})
+    reply = session.rounds({"rounds": 2, "label": "4x8", "roles": ["best", "candidate"]},
+                           lambda p: None)  # fmt: skip
+    assert "candidate kernel" in reply.get("error", ""), reply
+    assert "modified one of its inputs while timed" in reply["error"]
+
+
+def test_inputs_must_stay_the_same_bits():
+    """-0.0 for 0.0 and one NaN for another pass torch.equal; an input must not change at all."""
+    from autokernel.harness.serve import same_bits
+
+    a = torch.tensor([0.0, 1.0, float("nan")])
+    assert same_bits(a, a.clone())
+    assert not same_bits(a, torch.tensor([-0.0, 1.0, float("nan")]))
+    assert not same_bits(a, a.to(torch.float64))

@@ -65,6 +65,20 @@ def _handed(args: tuple) -> tuple:
     return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a and b hold the same bytes, element for element: torch.equal calls NaN unequal
+    to itself and -0.0 equal to 0.0, and an input must stay exactly what it was."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    return torch.equal(*(t.detach().reshape(-1).contiguous().view(torch.uint8) for t in (a, b)))
+
+
+INPUTS_CHANGED = (
+    "kernel_fn modified one of its inputs{when}; inputs must stay unchanged (the other kernel of "
+    "a comparison, and the judge's next calls, read the same memory)"
+)
+
+
 def _fault(status: str, message: str) -> dict[str, Any]:
     return {"status": status, "message": message[-3000:]}
 
@@ -211,9 +225,8 @@ class Session:
         if monitor.forbidden:
             return _forbidden(monitor.forbidden, "")
         for before, after in zip(snapshot, args, strict=True):
-            if isinstance(before, torch.Tensor) and not torch.equal(before, after):
-                return _fault("REJECTED", "kernel_fn modified one of its inputs; inputs must "
-                              "stay unchanged")  # fmt: skip
+            if isinstance(before, torch.Tensor) and not same_bits(before, after):
+                return _fault("REJECTED", INPUTS_CHANGED.format(when=""))
         if type(got) is torch.Tensor and got.device != self.device:
             return _fault("FAIL", f"output on {got.device}, inputs on {self.device}")
         if (
@@ -238,13 +251,40 @@ class Session:
                 dst.copy_(src)
         self.source = (*key, label)
 
+    def inputs_intact(self) -> bool:
+        """Whether the inputs still hold the values they were built or last refilled with,
+        rebuilt from their key (nothing held during the timing).
+
+        Why: the inputs were checked after each checked call alone. The timed calls, the
+        judge's batches and a comparison's rounds re-use the same memory, and in a comparison
+        both kernels read it: a candidate's timed calls could leave the best kernel's timed
+        calls other values (tests/faults/softmax_inputs_rewritten_when_timed.py). Checked after
+        every kernel's timed calls, before anyone else reads them, at every size (rebuilding
+        costs what building them did)."""
+        if self.key is None:
+            return True
+        make, _, dtype, key = self.key
+        if self.source is not None:
+            make, key = "inputs", self.source
+        want = build_inputs(self.spec, make, self.size, dtype, self.device, self.seed, key)
+        self._sync()
+        return all(
+            same_bits(have, ref)
+            for have, ref in zip(self.args, want, strict=True)
+            if isinstance(have, torch.Tensor)
+        )
+
+    def _sampled(self, role: int) -> Sampled:
+        """A kernel's timed calls, their outputs sampled."""
+        return Sampled(self._fn(role), lambda: self.source)
+
     def _fn(self, role: int) -> Callable[[], object]:
         kernel_fn, args = self.kernels[role], _handed(self.args)
         return lambda: kernel_fn(*args)
 
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
-        sampled = Sampled(self._fn(int(req.get("role", 0))), lambda: self.source)
+        sampled = self._sampled(int(req.get("role", 0)))
         self.previous, self.timed = None, {}
         try:
             m = time_calls(sampled, self.refill, self.device.type == "cuda")
@@ -257,6 +297,8 @@ class Session:
         outside = _outside(" while timed")
         if outside:
             return outside
+        if not self.inputs_intact():
+            return _fault("REJECTED", INPUTS_CHANGED.format(when=" while timed"))
         self.timed = {int(req.get("role", 0)): sampled.kept}
         return {"median_us": m.median_us, "p20_us": m.p20_us, "p80_us": m.p80_us,
                 "sampled": len(sampled.kept)}  # fmt: skip
@@ -296,6 +338,8 @@ class Session:
             return outside
         if monitor.forbidden:
             return _forbidden(monitor.forbidden, "while timed")
+        if not self.inputs_intact():
+            return _fault("REJECTED", INPUTS_CHANGED.format(when=" while timed"))
         return {"ok": True}
 
     def output(self) -> dict[str, Any]:
@@ -306,7 +350,7 @@ class Session:
         """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
         on_gpu, label = self.device.type == "cuda", req["label"]
         self.previous = None
-        fns = [Sampled(self._fn(k), lambda: self.source) for k in (0, 1)]
+        fns = [self._sampled(k) for k in (0, 1)]
         pairs = []
         for r in range(max(1, int(req["rounds"]))):
             us = [0.0, 0.0]
@@ -319,9 +363,18 @@ class Session:
                 except Exception as exc:  # its checked call did not raise; a repeated one did
                     return {"error": f"{req['roles'][k]} kernel raised while timed at {label}: "
                             f"{type(exc).__name__}: {exc}"}  # fmt: skip
+                problem = self._round_fault(fns[k])
+                if problem:  # before the other kernel reads the inputs
+                    return {"error": f"{req['roles'][k]} kernel at {label}: {problem}"}
             pairs.append(us)
         found = interpreter_bounds.first_violation()
         if found:
             return {"error": f"a kernel while timed: {found}"}
         self.timed = {k: fn.kept for k, fn in enumerate(fns)}
         return {"pairs": pairs, "sampled": [len(fn.kept) for fn in fns]}
+
+    def _round_fault(self, fn: Sampled) -> str | None:
+        """What a kernel's timed calls in one round did that they may not, if anything."""
+        if not self.inputs_intact():
+            return INPUTS_CHANGED.format(when=" while timed")
+        return None
