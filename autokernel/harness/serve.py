@@ -22,7 +22,7 @@ from autokernel.harness import interpreter_bounds
 from autokernel.harness.channel import encode_tensor, output_bound
 from autokernel.harness.guards import TorchOpMonitor
 from autokernel.harness.stages import build_inputs
-from autokernel.harness.worker_timing import Sampled, TimingRejected, time_calls
+from autokernel.harness.worker_timing import WATCH_FRACTION, Sampled, TimingRejected, time_calls
 from autokernel.kernel_file import import_file
 from autokernel.specs import KernelSpec, parse_dtype
 from autokernel.specs.base import output_dtype
@@ -275,8 +275,9 @@ class Session:
         )
 
     def _sampled(self, role: int) -> Sampled:
-        """A kernel's timed calls, their outputs sampled."""
-        return Sampled(self._fn(role), lambda: self.source)
+        """A kernel's timed calls: outputs sampled, a sample of calls under the op monitor."""
+        watch = WATCH_FRACTION[self.device.type == "cuda"] if self.monitor else 0.0
+        return Sampled(self._fn(role), lambda: self.source, watch)
 
     def _fn(self, role: int) -> Callable[[], object]:
         kernel_fn, args = self.kernels[role], _handed(self.args)
@@ -297,6 +298,8 @@ class Session:
         outside = _outside(" while timed")
         if outside:
             return outside
+        if sampled.forbidden:
+            return _forbidden(sampled.forbidden, "while timed")
         if not self.inputs_intact():
             return _fault("REJECTED", INPUTS_CHANGED.format(when=" while timed"))
         self.timed = {int(req.get("role", 0)): sampled.kept}
@@ -375,6 +378,8 @@ class Session:
 
     def _round_fault(self, fn: Sampled) -> str | None:
         """What a kernel's timed calls in one round did that they may not, if anything."""
+        if fn.forbidden:
+            return _forbidden(fn.forbidden, "while timed")["message"]
         if not self.inputs_intact():
             return INPUTS_CHANGED.format(when=" while timed")
         return None
