@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from autokernel.model.calls import api_name
-from autokernel.model.kinds import CALLS, KINDS
+from autokernel.model.kinds import CALL_NOTES, CALLS, KINDS
 from autokernel.model.match import Match
 from autokernel.specs.model_side import floating
 
@@ -65,6 +65,17 @@ def match_call(func: Callable, args: tuple, kwargs: dict, name: str | None = Non
         return None
     kind, matcher = entry
     return Match.of(kind, matcher(name, args, kwargs))
+
+
+def call_note(func: Callable, args: tuple, kwargs: dict, name: str | None = None) -> str:
+    """Why a torch call the matcher did not claim is left to PyTorch ('' where its type has
+    nothing to say): a batched product whose operands both differ per batch."""
+    entry = CALL_NOTES.get(name or api_name(func))
+    if entry is None:
+        return ""
+    kind, note = entry
+    why = note(name or api_name(func), args, kwargs)
+    return f"not a {kind} target: {why}" if why else ""
 
 
 def module_kind(m: nn.Module) -> tuple[str | None, str]:
