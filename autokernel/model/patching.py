@@ -34,7 +34,7 @@ from autokernel.model.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.model.kinds import KINDS
 from autokernel.model.match import Match
 from autokernel.model.matcher import (
-    call_note,
+    DeclinedCalls,
     function_kinds,
     likely_kinds,
     match_call,
@@ -46,7 +46,6 @@ from autokernel.model.matcher import (
 from autokernel.specs import GENERIC
 
 _OPS = (torch._ops.OpOverload, torch._ops.OpOverloadPacket)
-MAX_DECLINED = 32  # (callee, shapes) pairs a Patch notes why it left alone
 
 
 class Patch:
@@ -79,7 +78,7 @@ class Patch:
             if head.startswith("call:"):
                 self._claim_callee(head.removeprefix("call:"), route)
         self.sites: Counter = Counter()  # kind -> modules patched / calls seen
-        self._declined: set[tuple] = set()  # (callee, shapes) of claimed callees left alone
+        self._declined = DeclinedCalls(self.notes)  # why claimed callees' calls stayed torch's
         self._installed: list[Callable[[], None]] = []
         self._active = False
         # One wrapper per swapped function for the Patch's life: torch.compile guards on the
@@ -367,28 +366,12 @@ class Patch:
         if match is not None and match.kind in self.routers:
             self._count(match.kind)
             return self._run(match)
-        if match is None and not torch.compiler.is_compiling():
-            self._decline(name, func, args, kwargs)
+        if match is None and not torch.compiler.is_compiling():  # as _count: no traced state
+            self._declined.note(name, func, args, kwargs)
         route = self._generic_route(routes, args, kwargs) if routes else None
         if route is not None:
             return route.run(callnames.tensors_of(args, kwargs))
         return func(*args, **kwargs)
-
-    def _decline(self, name: str, func: Callable, args: tuple, kwargs: dict) -> None:
-        """Note once per callee and shapes why a call by a loaded type's name stays PyTorch's
-        (a batched product with per-batch operands): the user sees why a bmm ran as before.
-        Outside torch.compile only, as _count, and a few notes at most: a long-lived
-        install sees new shapes forever."""
-        if len(self._declined) >= MAX_DECLINED:
-            return
-        shapes = tuple(tuple(t.shape) for t in callnames.tensors_of(args, kwargs))
-        if (name, shapes) in self._declined:
-            return
-        self._declined.add((name, shapes))
-        why = call_note(func, args, kwargs, name)
-        if why:
-            shown = ", ".join("x".join(map(str, s)) for s in shapes)
-            self.notes.append(f"{name} ({shown}): left to PyTorch: {why}")
 
 
 @dataclass
