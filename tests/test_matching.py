@@ -93,6 +93,7 @@ EXPECTED = {  # model -> the kernel types / generic targets (named for the call)
     "new_gelu_module": {"Model"},  # the outermost region: the model around the activation
     "hf_rotary": {"apply_rotary_pos_emb"},  # a function region (its tables are per batch)
     "hub_rotary": {"apply_rotary_pos_emb"},  # the same function inside a module object
+    "batched_products": {"matmul", "softmax"},  # bmm/baddbmm/@ with a shared operand folded
 }
 
 

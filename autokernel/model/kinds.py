@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from autokernel.specs import GENERIC, SPECS
-from autokernel.specs.model_side import CallMatch, ModelSide
+from autokernel.specs.model_side import CallMatch, CallNote, ModelSide
 
 Size = dict[str, int]
 
@@ -22,6 +22,12 @@ for _kind, _side in KINDS.items():
     for _name, _match in _side.calls.items():
         assert _name not in CALLS, f"{_name} claimed by {CALLS[_name][0]} and {_kind}"
         CALLS[_name] = (_kind, _match)
+
+# Why a call by one of those names is left to PyTorch, where the type says (batched products).
+CALL_NOTES: dict[str, tuple[str, CallNote]] = {
+    name: (kind, note) for kind, side in KINDS.items() for name, note in side.notes.items()
+}
+assert all(CALLS.get(n, ("",))[0] == k for n, (k, _) in CALL_NOTES.items()), "notes name calls"
 
 # A generic target's op takes the region's tensors as one list; its output shape comes from
 # the region's description (autokernel.model.generic_ops).

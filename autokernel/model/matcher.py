@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from autokernel.model.calls import api_name
-from autokernel.model.kinds import CALLS, KINDS
+from autokernel.model.calls import api_name, tensors_of
+from autokernel.model.kinds import CALL_NOTES, CALLS, KINDS
 from autokernel.model.match import Match
 from autokernel.specs.model_side import floating
 
@@ -65,6 +65,41 @@ def match_call(func: Callable, args: tuple, kwargs: dict, name: str | None = Non
         return None
     kind, matcher = entry
     return Match.of(kind, matcher(name, args, kwargs))
+
+
+def call_note(func: Callable, args: tuple, kwargs: dict, name: str | None = None) -> str:
+    """Why a torch call the matcher did not claim is left to PyTorch ('' where its type has
+    nothing to say): a batched product whose operands both differ per batch."""
+    entry = CALL_NOTES.get(name or api_name(func))
+    if entry is None:
+        return ""
+    kind, note = entry
+    why = note(name or api_name(func), args, kwargs)
+    return f"not a {kind} target: {why}" if why else ""
+
+
+class DeclinedCalls:
+    """Verify's notes of why calls by a loaded type's callee names stayed PyTorch's (a batched
+    product with per-batch operands), so the user sees why a bmm ran as before: once per
+    callee and shapes, and a few at most, as a long-lived install sees new shapes forever."""
+
+    LIMIT = 32  # (callee, shapes) pairs looked at
+
+    def __init__(self, notes: list[str]) -> None:
+        self.notes = notes
+        self.seen: set[tuple] = set()
+
+    def note(self, name: str, func: Callable, args: tuple, kwargs: dict) -> None:
+        if len(self.seen) >= self.LIMIT:
+            return
+        shapes = tuple(tuple(t.shape) for t in tensors_of(args, kwargs))
+        if (name, shapes) in self.seen:
+            return
+        self.seen.add((name, shapes))
+        why = call_note(func, args, kwargs, name)
+        if why:
+            shown = ", ".join("x".join(map(str, s)) for s in shapes)
+            self.notes.append(f"{name} ({shown}): left to PyTorch: {why}")
 
 
 def module_kind(m: nn.Module) -> tuple[str | None, str]:

@@ -34,6 +34,7 @@ from autokernel.model.kernel_ops import LoadedKernel, Policy, Router
 from autokernel.model.kinds import KINDS
 from autokernel.model.match import Match
 from autokernel.model.matcher import (
+    DeclinedCalls,
     function_kinds,
     likely_kinds,
     match_call,
@@ -77,6 +78,7 @@ class Patch:
             if head.startswith("call:"):
                 self._claim_callee(head.removeprefix("call:"), route)
         self.sites: Counter = Counter()  # kind -> modules patched / calls seen
+        self._declined = DeclinedCalls(self.notes)  # why claimed callees' calls stayed torch's
         self._installed: list[Callable[[], None]] = []
         self._active = False
         # One wrapper per swapped function for the Patch's life: torch.compile guards on the
@@ -364,6 +366,8 @@ class Patch:
         if match is not None and match.kind in self.routers:
             self._count(match.kind)
             return self._run(match)
+        if match is None and not torch.compiler.is_compiling():  # as _count: no traced state
+            self._declined.note(name, func, args, kwargs)
         route = self._generic_route(routes, args, kwargs) if routes else None
         if route is not None:
             return route.run(callnames.tensors_of(args, kwargs))

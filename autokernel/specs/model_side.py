@@ -44,6 +44,10 @@ class Claim:
 Probe = Callable[[object, Callable[[], tuple[torch.Tensor, torch.Tensor]], str], str]
 # (the callee's name, args, kwargs) -> the claim, or None when the call is outside the type
 CallMatch = Callable[[str, tuple, dict], Claim | None]
+# (the callee's name, args, kwargs) -> why a call by one of a type's names is left to PyTorch
+# (a batched product with a per-batch right operand), or None: profile and verify say it, so
+# no such call is an unexplained 'other' row
+CallNote = Callable[[str, tuple, dict], str | None]
 # a profiler event of an aten op -> (size in the spec's dims, plan arguments), or None
 AtenParse = Callable[[Any], tuple[Size, dict[str, object]] | None]
 
@@ -95,6 +99,7 @@ class ModelSide:
     size: Callable[[Sequence], Size]  # an op call's size in the spec's dims
     where: str  # what verify looks for in a model, for "nothing matched"
     calls: Mapping[str, CallMatch] = field(default_factory=dict)  # by calls.api_name
+    notes: Mapping[str, CallNote] = field(default_factory=dict)  # names of `calls` it declines
     module: ModuleSide | None = None
     function: FunctionMatch | None = None  # the model's own module-level functions
     # Which of the model's functions `function` could ever claim, from the function alone (its

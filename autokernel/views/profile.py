@@ -56,6 +56,8 @@ def _what(row: Row, model_dtype: str) -> Text:
     text = Text(" ".join(parts))
     if row.where:
         text.append("\n" + ", ".join(row.where), "dim")
+    if row.why and not row.is_target:
+        text.append("\n" + row.why, "yellow")
     return text
 
 

@@ -42,6 +42,7 @@ class Instance:
     us: float = 0.0
     route: str = ""  # a generic target's route key (how verify finds the same call)
     op: str = ""  # the first computing aten op inside: a generic row's name if it stays other
+    why: str = ""  # an 'other' op's: why the call it ran in is not its kernel type's target
 
 
 @dataclass
@@ -188,6 +189,8 @@ def _instance(
         label = module.cls if module is not None else owner.name
         return Instance("other", f"{label} (outside aten ops)", where=where)
     if not by_name:
-        return Instance("other", owner.name, {}, _dtype(owner), {}, where)
+        calls = [c for c in (recorder.call_of(e.name) for e in chain) if c is not None]
+        why = next((f"{c.cls} ({c.inputs}): {c.note}" for c in calls if c.note), "")
+        return Instance("other", owner.name, {}, _dtype(owner), {}, where, why=why)
     kind, shape, args = classify_op(owner)
     return Instance(kind, owner.name, shape, _dtype(owner), args, where)

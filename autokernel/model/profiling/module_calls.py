@@ -23,7 +23,7 @@ from torch.overrides import TorchFunctionMode
 
 from autokernel.model import calls as callnames
 from autokernel.model.match import Match
-from autokernel.model.matcher import match_call, match_function, match_module
+from autokernel.model.matcher import call_note, match_call, match_function, match_module
 
 LABEL_PREFIX = "ak.module::"
 CALL_PREFIX = "ak.call::"
@@ -46,6 +46,7 @@ class ModuleCall:
     route: str = "module"  # module, call or function
     key: str = ""  # the route key (autokernel.model.calls): how verify finds the same call
     inputs: str = ""  # the tensors' shapes as called, for a generic row: '8x64, 64'
+    note: str = ""  # why a call by a kernel type's name is not that type (matcher.call_note)
 
     @property
     def pattern(self) -> str:
@@ -91,10 +92,12 @@ class _CallMode(TorchFunctionMode):
             return func(*args, **kwargs)
         rec.quiet = True
         try:
-            call = _record(match_call(func, args, kwargs), (args, kwargs), path=rec.where(),
-                           route="call",
+            match = match_call(func, args, kwargs)
+            call = _record(match, (args, kwargs), path=rec.where(), route="call",
                            cls=callnames.api_name(func), inputs=_shapes(args, kwargs),
                            key=callnames.call_route(func, args, kwargs))  # fmt: skip
+            if match is None:
+                call.note = call_note(func, args, kwargs)
             label = rec.add(call, CALL_PREFIX, (func, args, kwargs))
         finally:
             rec.quiet = False

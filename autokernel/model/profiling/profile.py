@@ -30,6 +30,7 @@ class Row:
     route: str = ""  # a generic row's route key: how verify finds the same call
     region: dict | None = None  # a generic target's traced description
     op: str = ""  # the first computing aten op: the row's name if it stays 'other'
+    why: str = ""  # an 'other' row's: why the call it ran in is no target (a batched bmm)
 
     @property
     def is_target(self) -> bool:

@@ -119,6 +119,7 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
         if ms == 0 and first.kind not in KERNEL_TYPES:
             continue  # on CUDA: views, reshapes and other ops that launch no kernel
         op = next((m.op for m in members if m.op), "")
+        why = next((m.why for m in members if m.why), "")
         rows.append(
             Row(
                 kind=first.kind,
@@ -132,6 +133,7 @@ def _summarize(loaded: LoadedModel, result: Attribution, wall_ms: float) -> Prof
                 where=sorted({m.where for m in members if m.where}),
                 route=first.route,
                 op=op,
+                why=why,
             )
         )
     rows.sort(key=lambda r: r.ms, reverse=True)
@@ -203,7 +205,13 @@ def plan_data(prof: Profile) -> dict:
         **_compiled_plan(prof, entries),
         "targets": entries,
         "other": [
-            {"name": r.name, "ms": round(r.ms, 4), "share": round(r.share, 4), "calls": r.calls}
+            {
+                "name": r.name,
+                "ms": round(r.ms, 4),
+                "share": round(r.share, 4),
+                "calls": r.calls,
+                **({"why": r.why} if r.why else {}),
+            }
             for r in prof.rows
             if not r.is_target
         ],
