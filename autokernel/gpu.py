@@ -9,7 +9,7 @@ the datasheet is nearly out of reach while 90 % of the measured copy leaves litt
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime, timezone
 from typing import Literal
 
@@ -167,9 +167,22 @@ def load_or_measure(force: bool = False, device: int | None = None) -> Ceilings 
             return cached
     ceilings = measure_ceilings(device)
     data = read_json(path)  # re-read: another process may have added its GPU meanwhile
+    ceilings = _highest(ceilings, _parse_ceilings(data.get(key)))
     data[key] = asdict(ceilings)
     write_json_atomic(path, data)
     return ceilings
+
+
+def _highest(new: Ceilings, old: Ceilings | None) -> Ceilings:
+    """Each figure the higher of two measurements: a neighbour on the GPU can only slow a
+    copy or a matmul down, so a lower reading is contention, never the machine's ceiling."""
+    if old is None:
+        return new
+    return replace(
+        new,
+        copy_gbs=max(new.copy_gbs, old.copy_gbs),
+        matmul_tflops_bf16=max(new.matmul_tflops_bf16, old.matmul_tflops_bf16),
+    )
 
 
 _DTYPE_KINDS = {

@@ -223,6 +223,18 @@ def test_ceilings_cache_round_trip(fake_machine):
     assert gpu.load_or_measure() == forced
 
 
+def test_a_remeasure_under_contention_keeps_the_higher_ceiling(fake_machine, monkeypatch):
+    # A neighbour on the GPU only slows the copy: the lower reading must not replace the
+    # machine's ceiling, or correct kernels read as faster than the hardware.
+    tmp_path, _ = fake_machine
+    readings = iter([_ceilings(copy_gbs=2930.0, matmul=700.0), _ceilings(2380.0, 720.0)])
+    monkeypatch.setattr(gpu, "measure_ceilings", lambda device=None: next(readings))
+    gpu.load_or_measure()
+    again = gpu.load_or_measure(force=True)
+    assert (again.copy_gbs, again.matmul_tflops_bf16) == (2930.0, 720.0)
+    assert gpu.load_or_measure() == again
+
+
 def test_ceilings_cache_keeps_other_machines_and_versions(fake_machine):
     tmp_path, calls = fake_machine
     other = {"NVIDIA L4 | torch 2.5.0": {"gpu_name": "NVIDIA L4", "copy_gbs": 250.0}}

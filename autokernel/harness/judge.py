@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from autokernel.harness.benchmark import Peaks, bench_sizes, geomean, time_candidate
+from autokernel.harness.benchmark import PEAK_FIELDS, Peaks, bench_sizes, geomean, time_candidate
 from autokernel.harness.channel import (
     ChannelError,
     Reader,
@@ -303,7 +303,7 @@ def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = N
     verdict.guards += _strings(trusted.get("notes"))
     raw = trusted.get("baselines") if trusted.get("device", device.type) == device.type else None
     baselines = {str(k): _floats(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
-    peaks = Peaks(**{k: _floats(trusted.get("peaks")).get(k) for k in ("gbs", "tflops")})
+    peaks = Peaks(**{k: _floats(trusted.get("peaks")).get(k) for k in PEAK_FIELDS})
     reply = link.request(
         {"op": "import", "files": [req["file"]], "names": ["autokernel_candidate"]}, "import"
     )

@@ -68,6 +68,8 @@ def _peaks(device, dtype) -> dict[str, float | None]:
     return {
         "gbs": gpu.peak_bandwidth_gbs(info, ceilings),
         "tflops": gpu.peak_tflops(info, ceilings, dtype),
+        "datasheet_gbs": gpu.peak_bandwidth_gbs(info, None),
+        "datasheet_tflops": gpu.peak_tflops(info, None, dtype),
     }
 
 
