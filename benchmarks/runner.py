@@ -119,13 +119,22 @@ def record(
     return path
 
 
+RUN_KEYS = ("gpu", "question", "date")  # what latest() files a run under
+
+
 def history(results: Path = RESULTS) -> list[dict[str, Any]]:
     """Every recorded run, oldest first within each GPU's file."""
     runs = []
     for path in sorted(results.glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                runs.append(json.loads(line))
+            try:
+                run = json.loads(line) if line.strip() else None
+            except json.JSONDecodeError:  # a line cut by a full disk or a killed writer
+                continue
+            # Other .jsonl files may sit in the folder (a night's log copied in): a run is
+            # a record that names its GPU, question and date.
+            if isinstance(run, dict) and all(isinstance(run.get(k), str) for k in RUN_KEYS):
+                runs.append(run)
     return runs
 
 

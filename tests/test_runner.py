@@ -54,6 +54,16 @@ def test_converted_history_is_not_shown_as_latest(tmp_path):
     assert "from an old file" not in runner.write_latest(tmp_path).read_text()
 
 
+def test_foreign_and_damaged_lines_are_skipped_not_fatal(tmp_path):
+    good = {"question": "q", "date": "2026-12-03T00:00:00Z", "gpu": "NVIDIA H200", "torch": "t",
+            "triton": "t", "python": None, "commit": "c", "command": "x", "rows": [],
+            "markdown": "the real run"}  # fmt: skip
+    (tmp_path / "h200.jsonl").write_text(json.dumps(good) + "\n" + '{"question": "q", "da')
+    (tmp_path / "night-log.jsonl").write_text('{"experiment": 3, "status": "keep"}\n[1, 2]\n')
+    assert runner.history(tmp_path) == [good]
+    assert "the real run" in runner.write_latest(tmp_path).read_text()
+
+
 # Scripts with a main that record nothing, and why: each must still hold (the list only shrinks).
 NOT_A_QUESTION = {
     "harness_diag": "prints diagnostics (cProfile stacks, stamps) for a person to read",
