@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from autokernel.harness import containment
+from autokernel.harness import containment, task_cap
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status
 
@@ -466,6 +466,9 @@ def test_daemon_attack(monkeypatch):
         assert (status, stage) == (Status.CRASH, "import")
         time.sleep(0.5)
         assert not _processes_with(DAEMON_MARK), "the daemon outlived the evaluation"
+        # Uncontained and uncapped: a task cap's pids cgroup (task_cap.py, root) ends it too.
+        uncapped = task_cap.Plan(task_cap.NONE, "off for this test")
+        monkeypatch.setattr(task_cap, "plan", lambda sandbox, uid=None: uncapped)
         _evaluate(FAULTS / "escape_setsid_daemon.py", "off", monkeypatch)
         assert _processes_with(DAEMON_MARK), "uncontained, the daemon should have survived"
     finally:

@@ -22,6 +22,7 @@ class Outcome:
     stderr: str = ""
     unreadable: str = ""  # why a reply could not be read, when the worker was still alive
     starved: str = ""  # the judge's own GPU allocation that failed while the worker held memory
+    cap_note: str = ""  # why the worker's processes and threads were not capped (task_cap.py)
 
 
 def verdict_of(out: Outcome, timeout_s: float) -> Verdict:

@@ -41,7 +41,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from autokernel.harness import cache_tiers, containment
+from autokernel.harness import cache_tiers, containment, task_cap
 from autokernel.harness.channel import read_untrusted
 from autokernel.harness.worker import PARENT_ENV
 
@@ -59,6 +59,8 @@ class Worker:
     env: dict[str, str]
     owner: int  # the pid that started it: a forked copy of the parent must not kill it
     sandbox: str = containment.NONE  # containment.kind() when it started
+    cgroup: task_cap.PidsCgroup | None = None  # its pids cgroup, where that is the cap
+    cap_note: str = ""  # why its tasks are not capped; "" when they are (task_cap.py)
 
     @classmethod
     def start(cls, force_cpu: bool, env: dict[str, str], trusted: bool = False) -> Worker:
@@ -70,13 +72,32 @@ class Worker:
         # before anything else runs); the one argv list is what containment wraps.
         argv = [sys.executable, "-m", "autokernel.harness.worker", str(work), mode]
         tiered = cache_tiers.worker_env({**env, PARENT_ENV: str(os.getpid())}, work, trusted)
+        cgroup, note = None, ""
+        if not trusted:  # the baseline worker's torch.compile pool is ours, not a candidate's
+            plan = task_cap.plan(containment.kind())
+            if plan.kind == task_cap.RLIMIT:
+                tiered[task_cap.CAP_ENV] = str(task_cap.max_tasks())
+            elif plan.kind == task_cap.CGROUP and plan.hierarchy is not None:
+                try:
+                    cgroup = task_cap.PidsCgroup(plan.hierarchy, task_cap.max_tasks())
+                except OSError as exc:  # the tree changed since the plan: run uncapped
+                    note = f"no cap on the kernel's processes and threads: {exc}"
+            else:
+                note = plan.reason
         argv, full_env = containment.wrap(argv, tiered, work, trusted)
-        with (work / "stderr").open("w") as err:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=work,
-                env=full_env, start_new_session=True,
-            )  # fmt: skip
-        return cls(proc, work, force_cpu, dict(env), os.getpid(), containment.kind())
+        if cgroup is not None:
+            argv = cgroup.wrap(argv)
+        try:
+            with (work / "stderr").open("w") as err:
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, cwd=work,
+                    env=full_env, start_new_session=True,
+                )  # fmt: skip
+        except BaseException:
+            if cgroup is not None:
+                cgroup.close()
+            raise
+        return cls(proc, work, force_cpu, dict(env), os.getpid(), containment.kind(), cgroup, note)
 
     @property
     def pid(self) -> int:
@@ -123,11 +144,15 @@ class Worker:
                 except OSError:
                     pass
         self.proc.wait()
+        if self.cgroup is not None:  # a setsid daemon left its group, never its cgroup
+            self.cgroup.kill_all()
 
     def close(self) -> None:
         if self.owner != os.getpid():
             return
         self.kill()
+        if self.cgroup is not None:
+            self.cgroup.close()
         shutil.rmtree(self.work, ignore_errors=True)
 
 

@@ -167,6 +167,8 @@ def evaluate(
     out = _run_worker(req, opts, on_phase, trusted)
     verdict = verdict_of(out, opts.timeout_s)
     verdict.sandbox = containment.kind()
+    if out.cap_note:  # said as the sandbox's absence is: the verdict holds, with less cover
+        verdict.guards.append(out.cap_note)
     verdict.backend = backend
     verdict.file, verdict.sha256 = str(path), digest
     verdict.kernel_type = verdict.kernel_type or kernel_type
@@ -238,6 +240,7 @@ def _run_worker(
             raise
         finally:
             worker.close()
+        out.cap_note = worker.cap_note
         if not (pre_started and out.result is None and not out.timed_out and not out.phase):
             break
     if opts.prestart:

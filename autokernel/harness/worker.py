@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.atomic import write_atomic
+from autokernel.harness import task_cap
 
 
 class Progress:
@@ -312,8 +313,9 @@ def limit_self() -> None:
     Why: a candidate that fills memory would otherwise let the kernel's OOM killer choose, and
     it may choose the parent, which holds the night; a candidate printing or writing for its
     whole time limit would fill the disk that results.tsv is on. An OOM score of 1000 marks this
-    process first; RLIMIT_FSIZE (soft and hard) caps every file it writes. Neither can be
-    undone without CAP_SYS_RESOURCE, which a worker never has."""
+    process first; RLIMIT_FSIZE (soft and hard) caps every file it writes, and RLIMIT_NPROC the
+    tasks it and its descendants hold. None can be undone without CAP_SYS_RESOURCE, which a
+    worker never has."""
     import resource
 
     try:
@@ -324,6 +326,9 @@ def limit_self() -> None:
     _, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     cap = MAX_FILE_BYTES if hard == resource.RLIM_INFINITY else min(hard, MAX_FILE_BYTES)
     resource.setrlimit(resource.RLIMIT_FSIZE, (cap, cap))
+    # Processes and threads: RLIMIT_NPROC inside the sandbox's user namespace, where the
+    # parent chose it (task_cap.py says where it holds and what covers the rest).
+    task_cap.limit_tasks(task_cap.cap_from_env())
 
 
 def main() -> int:
