@@ -5,11 +5,12 @@ A group of G threads owns one row: a slice of a warp for narrow rows (many rows 
 whole block for wide ones. The row is walked in 16-byte vectors from the 16-byte boundary at or
 before its start, so an odd width (50257) still moves whole 128-bit loads and stores; only the
 first and last vector of a row are partial (masked, stored element by element). Thread t of the
-group owns vectors t, t + G, t + 2G, ... (its slots): the first ITEMS slots stay in registers,
-the next ones in shared memory (up to SMEM_KB per block), so a row that fits is read from memory
-once; slots beyond that are read again in each later pass. Three passes over the slots: the row
-maximum, the sum of exp(x - maximum), the output. Reductions are shuffles (and one shared-memory
-step across warps) in a fixed order: bitwise deterministic.
+group owns vectors t, t + G, t + 2G, ... (its slots): the first ITEMS slots stay in registers, the
+next ones in shared memory (up to SMEM_KB per block, copied there with cp.async so that all of a
+row's loads are in flight at once), so a row that fits is read from memory once; slots beyond that
+are read again in each later pass. Three passes over the slots: the row maximum, the sum of
+exp(x - maximum), the output. Reductions are shuffles (and one shared-memory step across warps) in
+a fixed order: bitwise deterministic.
 """
 
 import torch
@@ -33,6 +34,7 @@ SEARCH_SPACE = {
 CUDA_SOURCE = r"""
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#include <cuda_pipeline_primitives.h>
 
 // The larger of the two block sizes kernel_fn launches, and room for 1024 / BOUND blocks: a cap
 // of 64 registers a thread (the 64K-register file over 1024 threads), so two 512-thread rows or
@@ -124,8 +126,24 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return group_max(v, 32);
 }
 
+// The slots ITEMS .. ITEMS + smem_items - 1 of this thread (those in the row), copied from
+// global to shared memory with cp.async (LDGSTS, 16-byte aligned at both ends): no register
+// holds them on the way, so all of them are in flight together with the register loads issued
+// just before. A loop of one LDG per slot instead waits a whole memory latency per slot
+// (ptxas does not move a load above the loop's exit test): at 4096 x 50257 bf16, 7 of a
+// thread's 13 slots. Waits for the copies; a thread reads back only the slots it copied, which
+// cp.async.wait_group makes visible to it, so no barrier is needed.
+__device__ __forceinline__ void stash_row(uint4* stash, int smem_items,
+                                          const uint4* __restrict__ xv, int nvec, int t, int g) {
+  for (int s = 0, k = t + ITEMS * g; s < smem_items && k < nvec; ++s, k += g)
+    __pipeline_memcpy_async(stash + s * g + t, xv + k, sizeof(uint4));
+  __pipeline_commit();
+  __pipeline_wait_prior(0);
+}
+
 // f(vector, k) for each vector k of this thread's slots in order: slot s is vector t + s * g,
-// in registers for s < ITEMS, in shared memory for the next smem_items, else loaded again.
+// in registers for s < ITEMS, in shared memory for the next smem_items, else loaded again
+// (a row too wide for the chip).
 template <typename F>
 __device__ __forceinline__ void each_slot(const uint4 (&reg)[ITEMS], const uint4* stash,
                                           int smem_items, const uint4* __restrict__ xv,
@@ -135,9 +153,11 @@ __device__ __forceinline__ void each_slot(const uint4 (&reg)[ITEMS], const uint4
     const int k = t + s * g;
     if (k < nvec) f(reg[s], k);
   }
+  int k = t + ITEMS * g;
 #pragma unroll 4
-  for (int s = ITEMS, k = t + ITEMS * g; k < nvec; ++s, k += g)
-    f(s < ITEMS + smem_items ? stash[(s - ITEMS) * g + t] : __ldg(xv + k), k);
+  for (int s = 0; s < smem_items && k < nvec; ++s, k += g) f(stash[s * g + t], k);
+#pragma unroll 4
+  for (; k < nvec; k += g) f(__ldg(xv + k), k);
 }
 
 
@@ -224,18 +244,10 @@ __device__ __forceinline__ void softmax_rows(const T* __restrict__ x, T* __restr
     const int k = t + s * g;
     if (k < nvec) reg[s] = __ldg(xv + k);
   }
+  stash_row(stash, smem_items, xv, nvec, t, g);
   float m = -INFINITY;
-#pragma unroll
-  for (int s = 0; s < ITEMS; ++s) {
-    const int k = t + s * g;
-    if (k < nvec) m = fmaxf(m, vec_max<T>(reg[s], k, mis, cols));
-  }
-#pragma unroll 4
-  for (int s = ITEMS, k = t + ITEMS * g; k < nvec; ++s, k += g) {
-    const uint4 v = __ldg(xv + k);
-    if (s < ITEMS + smem_items) stash[(s - ITEMS) * g + t] = v;
-    m = fmaxf(m, vec_max<T>(v, k, mis, cols));
-  }
+  each_slot(reg, stash, smem_items, xv, nvec, t, g,
+            [&](const uint4& v, int k) { m = fmaxf(m, vec_max<T>(v, k, mis, cols)); });
   m = g <= 32 ? group_max(m, g) : block_max(m, red);
   // Pass 2, the sum of exp(x - max); a thread reads back only the stash slots it wrote.
   float sum = 0.f;
