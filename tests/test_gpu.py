@@ -223,10 +223,10 @@ def test_ceilings_cache_round_trip(fake_machine):
     assert gpu.load_or_measure() == forced
 
 
-def test_a_remeasure_under_contention_keeps_the_higher_ceiling(fake_machine, monkeypatch):
+@pytest.mark.usefixtures("fake_machine")  # its cache folder and GPU name; measure replaced here
+def test_a_remeasure_under_contention_keeps_the_higher_ceiling(monkeypatch):
     # A neighbour on the GPU only slows the copy: the lower reading must not replace the
     # machine's ceiling, or correct kernels read as faster than the hardware.
-    tmp_path, _ = fake_machine
     readings = iter([_ceilings(copy_gbs=2930.0, matmul=700.0), _ceilings(2380.0, 720.0)])
     monkeypatch.setattr(gpu, "measure_ceilings", lambda device=None: next(readings))
     gpu.load_or_measure()
