@@ -72,18 +72,8 @@ class Worker:
         # before anything else runs); the one argv list is what containment wraps.
         argv = [sys.executable, "-m", "autokernel.harness.worker", str(work), mode]
         tiered = cache_tiers.worker_env({**env, PARENT_ENV: str(os.getpid())}, work, trusted)
-        cgroup, note = None, ""
-        if not trusted:  # the baseline worker's torch.compile pool is ours, not a candidate's
-            plan = task_cap.plan(containment.kind())
-            if plan.kind == task_cap.RLIMIT:
-                tiered[task_cap.CAP_ENV] = str(task_cap.max_tasks())
-            elif plan.kind == task_cap.CGROUP and plan.hierarchy is not None:
-                try:
-                    cgroup = task_cap.PidsCgroup(plan.hierarchy, task_cap.max_tasks())
-                except OSError as exc:  # the tree changed since the plan: run uncapped
-                    note = f"no cap on the kernel's processes and threads: {exc}"
-            else:
-                note = plan.reason
+        # The baseline worker's torch.compile pool is ours, not a candidate's: never capped.
+        cgroup, note = (None, "") if trusted else task_cap.apply(containment.kind(), tiered)
         argv, full_env = containment.wrap(argv, tiered, work, trusted)
         if cgroup is not None:
             argv = cgroup.wrap(argv)

@@ -107,6 +107,21 @@ def plan(sandbox: str, uid: int | None = None) -> Plan:
     return _cgroup_plan(sandbox)
 
 
+def apply(sandbox: str, env: dict[str, str]) -> tuple[PidsCgroup | None, str]:
+    """Cap the next candidate worker: (its pids cgroup or None, the verdict's note, "" when
+    capped). For RLIMIT the cap goes into the worker's `env`, which it reads at start-up."""
+    chosen = plan(sandbox)
+    if chosen.kind == RLIMIT:
+        env[CAP_ENV] = str(max_tasks())
+        return None, ""
+    if chosen.kind == CGROUP and chosen.hierarchy is not None:
+        try:
+            return PidsCgroup(chosen.hierarchy, max_tasks()), ""
+        except OSError as exc:  # the tree changed since the plan: run uncapped
+            return None, f"no cap on the kernel's processes and threads: {exc}"
+    return None, chosen.reason
+
+
 @functools.cache
 def _cgroup_plan(sandbox: str) -> Plan:
     """A pids cgroup folder this process may make cgroups in, checked once by making one."""
