@@ -73,7 +73,9 @@ def test_llama_targets_have_the_model_shapes():
     assert got[("rotary_embedding", shape(batch=2, heads=2, seq=64, head_dim=32))].calls == 2
     # The MLP's linears belong to fused_mlp and the norm's ops to rmsnorm, not to matmul/reduce.
     assert not [k for k in got if k[0] == "matmul" and dict(k[1])["N"] == 344]
-    assert {r.kind for r in prof.targets} == {
+    # Whether an op outside the nine types crosses the generic-target share depends on CPU
+    # timings (a loaded CI machine planned one once); the nine types' targets do not.
+    assert {r.kind for r in prof.targets if r.kind != "generic"} == {
         "rmsnorm", "flash_attention", "fused_mlp", "matmul", "rotary_embedding"
     }  # fmt: skip
     assert all(r.dtype == "float32" for r in prof.targets)
