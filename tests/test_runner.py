@@ -70,7 +70,6 @@ NOT_A_QUESTION = {
     "switch_agent": "a command agent that `autokernel run` starts, not a measurement",
 }
 KNOWN_UNRECORDED = {
-    "ops": "writes its own <prefix>-latest.json and dated Markdown (issue 15's work)",
     "redteam_gpu": "prints one JSON line per attack (issue 14's work)",
 }
 
