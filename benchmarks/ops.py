@@ -12,11 +12,12 @@ For each of the 30 ops of ops_cases.py, at LLM-scale sizes in bf16, one device c
   generated code, not the sandboxed night);
 - writes benchmarks/results/<prefix>-<date>.md and <prefix>-latest.json (rows as in
   h200-latest.json: op, shape, dtype, variant, us, GBps, rel_err, note) after every op, so a run
-  cut by --budget-s keeps what it measured.
+  cut by --budget-s keeps what it measured, and at the end records the run through
+  benchmarks/runner.py (question "ops": a line of <gpu>.jsonl, latest.md regenerated).
 
     python -m benchmarks.ops --commit SHA --budget-s 150 --shard 1/2            # H200, 150 s
     python -m benchmarks.ops --commit SHA --budget-s 150 --shard 2/2 --merge    # the rest
-    python -m benchmarks.ops --smoke --out-dir /tmp/ops --cases gelu_tanh,log_softmax   # CPU
+    python -m benchmarks.ops --smoke --out-dir /tmp/ops --results /tmp/ops --cases gelu_tanh   # CPU
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from autokernel.model.capture import capture  # noqa: E402
 from autokernel.model.generic_starter import starter_for  # noqa: E402
 from autokernel.specs.region import Region  # noqa: E402
 from autokernel.timing import measure  # noqa: E402
+from benchmarks import runner  # noqa: E402
 from benchmarks.ops_cases import CASES, OpCase, small  # noqa: E402
 
 EAGER, COMPILE, STARTER, TUNED = "eager", "torch.compile", "starter", "tuned"
@@ -221,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the rows of other ops already in <prefix>-latest.json")  # fmt: skip
     ap.add_argument("--smoke", action="store_true", help="CPU-sized shapes")
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variant")
-    ap.add_argument("--commit", default="", help="the checkout's commit (no git on the GPU box)")
     ap.add_argument("--prefix", default="h200-ops")
     ap.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "results")
-    args = ap.parse_args(argv)
+    args = runner.add_arguments(ap).parse_args(argv)
+    args.commit = args.commit or runner.tree_commit()
     k, n = (int(v) for v in args.shard.split("/"))
     chosen = [c for c in CASES if not args.cases or c.name in args.cases.split(",")]
     chosen = chosen[(k - 1) * len(chosen) // n : k * len(chosen) // n]
@@ -256,7 +258,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.name} {phase}: {time.monotonic() - t0:.1f} s", flush=True)
                 _write(args, meta | {"skipped": skipped}, _ordered(rows))
     rows = _ordered(rows)
-    _write(args, meta | {"skipped": skipped, "seconds": round(time.monotonic() - start, 1)}, rows)
+    seconds = round(time.monotonic() - start, 1)
+    _write(args, meta | {"skipped": skipped, "seconds": seconds}, rows)
+    # With --merge the rows are every shard's so far: the last shard's line is the whole report.
+    runner.record("ops", rows, markdown(meta, rows), commit=args.commit, results=args.results,
+                  extra={"skipped": skipped, "seconds": seconds, "prefix": args.prefix})  # fmt: skip
     print(markdown(meta, rows))
     return 0
 

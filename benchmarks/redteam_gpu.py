@@ -21,17 +21,25 @@ device (HMM), a judged kernel that verify or use_kernels loads could read and wr
 process as it can under the CPU interpreter. It runs in a child process, since without HMM the
 load is an illegal address that ends the CUDA context.
 
-    python -m benchmarks.redteam_gpu        # GPU: about a minute warm (two evaluations)
+The lines and a Markdown summary are recorded through benchmarks/runner.py (question
+"redteam_gpu": a line of <gpu>.jsonl, latest.md regenerated).
+
+    python -m benchmarks.redteam_gpu --commit SHA   # GPU: about a minute warm (two evaluations)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from benchmarks import runner
 
 ROOT = Path(__file__).resolve().parents[1]
+CHEAT_SIZE = "262144x128"  # the one benchmark size where the attack skips its work
 
 CHEAT = """
 
@@ -108,21 +116,77 @@ def host_read_probe() -> dict:
             "read_it": tail[0] == "True", "last_line": tail[0][:200]}  # fmt: skip
 
 
-def main() -> int:
+def run() -> list[dict[str, Any]]:
+    """The starter's and the attack's verdicts and the host-read probe, one row each (and the
+    static guard's findings on the attack, if any), each printed as a JSON line as it comes so
+    a call cut by its time limit still shows what it measured."""
     from autokernel.harness.guards import check_source
     from autokernel.harness.sandbox import Options, evaluate
+
+    rows: list[dict[str, Any]] = []
+
+    def emit(row: dict[str, Any]) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
 
     source = attack_source()
     findings = check_source(source)
     if findings:
-        print(json.dumps({"kernel": "attack", "static": [str(f) for f in findings]}))
+        emit({"kernel": "attack", "static": [str(f) for f in findings]})
     opts = Options(compile_baseline=False, seed=1234)
     with tempfile.TemporaryDirectory() as tmp:
         attack = Path(tmp) / "softmax_noop_while_timed.py"
         attack.write_text(source)
         for name, path in (("starter", ROOT / "kernels" / "softmax.py"), ("attack", attack)):
-            print(json.dumps(summary(name, evaluate(path, opts))), flush=True)
-    print(json.dumps(host_read_probe()), flush=True)
+            emit(summary(name, evaluate(path, opts)))
+    emit(host_read_probe())
+    return rows
+
+
+def _claimed(row: dict[str, Any] | None) -> float | None:
+    sizes = (row or {}).get("sizes", [])
+    return next((s["claimed_us"] for s in sizes if s["size"] == CHEAT_SIZE), None)
+
+
+def caught(rows: list[dict[str, Any]]) -> bool:
+    """The module's rule: the attack is caught when its verdict is not PASS, or when the
+    median it claims at the cheat size is within 2x of the honest starter's there."""
+    by_kernel = {r["kernel"]: r for r in rows if "status" in r}
+    attack = by_kernel.get("attack")
+    if attack is None:  # never evaluated: nothing shows it was stopped
+        return False
+    if attack["status"] != "PASS":
+        return True
+    ours, honest = _claimed(attack), _claimed(by_kernel.get("starter"))
+    return bool(ours and honest and ours * 2 >= honest)
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["# Red-team #14 on the GPU: a kernel that skips its work while do_bench times it",
+             "", f"| kernel | verdict | claimed us at {CHEAT_SIZE} | judge wall us there | "
+             "harness s | message |", "|---|---|---:|---:|---:|---|"]  # fmt: skip
+    for r in rows:
+        if "status" in r:
+            wall = next((s["wall_us"] for s in r["sizes"] if s["size"] == CHEAT_SIZE), None)
+            lines.append(f"| {r['kernel']} | {r['status']} | {_claimed(r) or '-'} | "
+                         f"{wall or '-'} | {r['harness_s']} | {r['message'][:160].replace('|', '/')} |")  # fmt: skip
+    lines += ["", f"- the attack: {'caught' if caught(rows) else '**not caught**'}"]
+    for r in rows:
+        if "static" in r:
+            lines.append(f"- static guard on the attack: {'; '.join(r['static'])[:300]}")
+        if "probe" in r:
+            read = "**yes**" if r.get("read_it") else "no"
+            why = r.get("result") or f"return code {r.get('returncode')}: {r.get('last_line')}"
+            lines.append(f"- a GPU kernel reads host memory at a raw address: {read} ({why})")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = runner.add_arguments(argparse.ArgumentParser(description=__doc__.splitlines()[0]))
+    args = ap.parse_args(argv)
+    args.commit = args.commit or runner.tree_commit()
+    rows = run()
+    runner.record("redteam_gpu", rows, markdown(rows), commit=args.commit, results=args.results)
     return 0
 
 

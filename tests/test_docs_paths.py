@@ -49,12 +49,13 @@ def test_every_path_the_docs_name_exists():
     assert not missing, "paths the docs name that are not in the repository:\n" + "\n".join(missing)
 
 
-# A results file as the docs and the code cite it, by bare name (`h200-host-2026-12-03-cebb12b.md`)
+# A results file of either GPU as the docs and the code cite it, by bare name
+# (`h200-host-2026-12-03-cebb12b.md`)
 # or as a path; `h200-<date>.md`-style placeholders are not names, nor is where a usage line
 # writes its output (`--json benchmarks/results/h200-x.json`).
 RESULTS = ROOT / "benchmarks" / "results"
 RESULT_NAME = re.compile(
-    r"(?<![\w.-])(h200-[a-z0-9][a-z0-9.-]*\.(?:md|json|jsonl|tsv|log|sh|txt|yaml))(?![\w-])"
+    r"(?<![\w.-])(h[12]00-[a-z0-9][a-z0-9.-]*\.(?:md|json|jsonl|tsv|log|sh|txt|yaml))(?![\w-])"
 )
 
 
@@ -71,9 +72,12 @@ def cited_results(text: str) -> set[str]:
 def test_the_results_finder_reads_names_not_placeholders():
     text = (
         "see h200-host-2026-12-03-cebb12b.md, `benchmarks/results/h200-latest.json` and "
-        "h200-cuda-<date>.md, h200-YYYY-MM-DD.md\n  x.py --json benchmarks/results/h200-new.json"
+        "h200-cuda-<date>.md, h200-YYYY-MM-DD.md, h100-ops-2026-12-06-6973d8a.md\n"
+        "  x.py --json benchmarks/results/h200-new.json"
     )
-    assert cited_results(text) == {"h200-host-2026-12-03-cebb12b.md", "h200-latest.json"}
+    assert cited_results(text) == {
+        "h200-host-2026-12-03-cebb12b.md", "h200-latest.json", "h100-ops-2026-12-06-6973d8a.md",
+    }  # fmt: skip
 
 
 def test_every_results_file_the_docs_and_code_cite_exists():
