@@ -63,3 +63,26 @@ def test_host_overhead_script_reports_three_variants_labelled_cpu(tmp_path):
     assert all(r["host_us"] > 0 for r in data["rows"])
     text = table.read_text()
     assert "CPU, Triton interpreter" in text and "| softmax | 64x1024 |" in text
+
+
+@pytest.mark.slow
+def test_a_stubbed_run_does_not_replace_the_real_figure(tmp_path):
+    """A --stub-launches run (our Python only) is its own question in the history: latest.md
+    keeps showing the newest real per-call figure beside it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = KERNELS.parent
+    hist = tmp_path / "hist"
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    for extra in ([], ["--stub-launches"]):
+        cmd = [sys.executable, "-m", "benchmarks.host_overhead", "--types", "softmax", "--calls",
+               "2", "--rounds", "1", "--results", str(hist), *extra]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [json.loads(line) for line in (hist / "cpu.jsonl").read_text().splitlines()]
+    assert [r["question"] for r in runs] == ["host_overhead", "host_overhead (launches stubbed)"]
+    latest = (hist / "latest.md").read_text()
+    assert latest.count("# Host time per call") == 2
