@@ -3,75 +3,21 @@ retries, waits, token counts and error mapping are checked end to end."""
 
 from __future__ import annotations
 
-import shlex
 import socket
-import sys
 import time
 
 import pytest
+from llm_agent_helpers import BAD, GOOD, KERNEL, KEY, clean_env, ctx, sent_key
 from scripted_llm_server import Response, ScriptedLLMServer, openai_completion, reply
 
-from autokernel.agents.base import AgentError, AgentStopped, Context, InvalidReply
-from autokernel.agents.factory import load_settings, make_agent
+from autokernel.agents.base import AgentError, AgentStopped, InvalidReply
 from autokernel.agents.llm import LLMAgent
-from autokernel.agents.prompt import MAX_PROMPT_CHARS, build_messages
-from autokernel.agents.providers import (
-    AnthropicProvider,
-    CommandProvider,
-    OpenAIProvider,
-    TransientError,
-)
-
-KEY = "sk-test-0123456789abcdef"
-KERNEL = '''"""Row softmax."""
-
-import torch
-
-KERNEL_TYPE = "softmax"
-CONFIG = {"BLOCK_SIZE": 1024}
-
-
-def kernel_fn(x):
-    return torch.softmax(x, dim=-1)
-'''
-GOOD = (
-    "HYPOTHESIS: a wider block halves the number of programs\n"
-    "<<<<<<< SEARCH\n"
-    'CONFIG = {"BLOCK_SIZE": 1024}\n'
-    "=======\n"
-    'CONFIG = {"BLOCK_SIZE": 2048}\n'
-    ">>>>>>> REPLACE\n"
-)
-BAD = "I think a bigger block would help."
+from autokernel.agents.providers import AnthropicProvider, OpenAIProvider
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch):
-    """No real key, base URL or proxy from the developer's shell may leak into these tests."""
-    for var in (
-        "OPENAI_API_KEY",
-        "OPENAI_BASE_URL",
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)
-        monkeypatch.delenv(var.lower(), raising=False)
-
-
-def ctx(**kw) -> Context:
-    base = dict(
-        experiment=7,
-        target="softmax",
-        kernel_type="softmax",
-        program="PLAYBOOK: make kernels fast.",
-        spec_text="softmax(x: [rows, cols]) over the last dim",
-        reference_source="def softmax(x):\n    return torch.softmax(x.float(), -1)\n",
-        kernel_source=KERNEL,
-    )
-    return Context(**(base | kw))
+    clean_env(monkeypatch)
 
 
 def openai_agent(server, *, timeout_s=5.0, **kw) -> LLMAgent:
@@ -83,13 +29,6 @@ def openai_agent(server, *, timeout_s=5.0, **kw) -> LLMAgent:
 def anthropic_agent(server, **kw) -> LLMAgent:
     provider = AnthropicProvider("claude-test", KEY, server.anthropic_url, 5.0, 1000)
     return LLMAgent(provider, "anthropic:claude-test", backoff_base_s=0.01, secrets=[KEY], **kw)
-
-
-def sent_key(request) -> str:
-    """The key as sent: Anthropic's SDK has used both x-api-key and a bearer token."""
-    return request.headers.get("x-api-key") or request.headers["authorization"].removeprefix(
-        "Bearer "
-    )
 
 
 def closed_port() -> int:
@@ -277,180 +216,3 @@ def test_anthropic_403_is_fatal():
     with ScriptedLLMServer([Response(403, "forbidden")]) as server:
         with pytest.raises(AgentError, match="Check your API key"):
             anthropic_agent(server).propose(ctx())
-
-
-# Command
-
-
-def python_command(tmp_path, body: str) -> str:
-    script = tmp_path / "agent.py"
-    script.write_text(body)
-    return shlex.join([sys.executable, str(script)])
-
-
-def test_command_provider_gets_the_prompt_on_stdin(tmp_path):
-    seen = tmp_path / "prompt.txt"
-    command = python_command(
-        tmp_path,
-        "import pathlib, sys\n"
-        f"pathlib.Path({str(seen)!r}).write_text(sys.stdin.read())\n"
-        f"print({GOOD!r})\n",
-    )
-    agent = LLMAgent(CommandProvider(command, 10.0), "command:python")
-    proposal = agent.propose(ctx())
-    assert "2048" in proposal.source and proposal.tokens == 0
-    prompt = seen.read_text()
-    assert prompt.startswith("PLAYBOOK: make kernels fast.") and KERNEL.strip() in prompt
-
-
-def test_failing_command_is_transient_with_stderr(tmp_path):
-    command = python_command(
-        tmp_path, "import sys\nsys.stderr.write('quota exhausted')\nsys.exit(3)\n"
-    )
-    with pytest.raises(TransientError, match="exited with status 3: quota exhausted"):
-        CommandProvider(command, 10.0).complete("system", [{"role": "user", "content": "x"}])
-
-
-def test_hung_command_times_out(tmp_path):
-    command = python_command(tmp_path, "import time\ntime.sleep(30)\n")
-    start = time.monotonic()
-    with pytest.raises(TransientError, match=r"no reply within 0.5 s"):
-        CommandProvider(command, 0.5).complete("system", [])
-    assert time.monotonic() - start < 5
-
-
-def test_missing_command_fails_at_construction():
-    with pytest.raises(AgentError, match="not found: 'no-such-agent-xyz'"):
-        CommandProvider("no-such-agent-xyz --flag", 10.0)
-
-
-# Factory
-
-
-def make(kind, settings=None, **kw):
-    args = dict(llm_model="m-test", base_url=None, agent_command=None)
-    args |= kw
-    return make_agent(kind, settings=settings or {}, on_wait=print, stop=lambda: False, **args)
-
-
-def test_missing_key_fails_at_start():
-    with pytest.raises(
-        AgentError, match=r"set OPENAI_API_KEY or openai_api_key in autokernel.yaml"
-    ):
-        make("openai")
-    with pytest.raises(AgentError, match="set ANTHROPIC_API_KEY or anthropic_api_key"):
-        make("anthropic", base_url="http://localhost:8000")
-
-
-def test_local_base_url_needs_no_key():
-    with ScriptedLLMServer([reply(GOOD)]) as server:
-        agent = make("openai", base_url=server.openai_url)
-        assert agent.name == "openai:m-test"
-        assert agent.propose(ctx()).tokens == 120
-    assert server.requests[0].headers["authorization"].startswith("Bearer ")
-
-
-def test_key_from_autokernel_yaml(tmp_path):
-    (tmp_path / "autokernel.yaml").write_text(f"openai_api_key: {KEY}\nllm_model: from-yaml\n")
-    settings = load_settings(tmp_path)
-    with ScriptedLLMServer([Response(500, f"echo {KEY}"), reply(GOOD)]) as server:
-        waits: list[str] = []
-        agent = make_agent(
-            "openai",
-            llm_model=None,
-            base_url=server.openai_url,
-            agent_command=None,
-            settings=settings,
-            on_wait=waits.append,
-            stop=lambda: False,
-        )
-        agent.backoff_base_s = 0.01
-        agent.propose(ctx())
-    assert agent.name == "openai:from-yaml"
-    assert server.requests[0].headers["authorization"] == f"Bearer {KEY}"
-    assert KEY not in waits[0]  # the factory registered the key for redaction
-
-
-def test_environment_key_wins_over_yaml(monkeypatch):
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-from-environment")
-    with ScriptedLLMServer([reply(GOOD)]) as server:
-        agent = make("anthropic", {"anthropic_api_key": KEY}, base_url=server.anthropic_url)
-        agent.propose(ctx())
-    assert sent_key(server.requests[0]) == "sk-from-environment"
-    assert agent.name == "anthropic:m-test"
-
-
-def test_unknown_kind_lists_the_kinds():
-    with pytest.raises(AgentError, match="tuner, openai, anthropic, command"):
-        make("gemini")
-
-
-def test_missing_model_and_command_are_explained(monkeypatch):
-    monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    with pytest.raises(AgentError, match="--llm-model gpt-5"):
-        make("openai", llm_model=None)
-    with pytest.raises(AgentError, match="--agent-command"):
-        make("command")
-    agent = make("command", agent_command=shlex.join([sys.executable, "-c", "pass"]))
-    assert agent.name == f"command:{sys.executable.rsplit('/', 1)[-1]}"
-
-
-def test_tuner_kind():
-    assert make("tuner").name == "tuner"
-
-
-def test_malformed_yaml_names_file_and_line(tmp_path):
-    path = tmp_path / "autokernel.yaml"
-    path.write_text("llm_model: gpt-5\nbase_url: [unclosed\n")
-    with pytest.raises(AgentError, match=rf"{path}:\d+: not valid YAML"):
-        load_settings(path)
-    path.write_text("- just\n- a list\n")
-    with pytest.raises(AgentError, match="expected `key: value` lines"):
-        load_settings(path)
-    assert load_settings(tmp_path / "absent.yaml") == {}
-
-
-# Prompt
-
-
-def test_prompt_stays_bounded_over_a_long_night():
-    rows = [
-        {
-            "experiment": str(i),
-            "status": "keep" if i % 10 == 0 else "revert",
-            "latency_us": f"{100 - i / 100:.2f}",
-            "speedup_vs_eager": f"{1 + i / 1000:.3f}",
-            "description": f"experiment number {i} " + "x" * 300,
-        }
-        for i in range(2000)
-    ]
-    rows[500]["speedup_vs_eager"] = "9.5"
-    failure = "HEAD of the failure\n" + "noise " * 200_000 + "\nTAIL: the real error"
-    system, messages = build_messages(ctx(history=rows, last_failure=failure))
-    request = messages[0]["content"]
-    assert len(system) + len(request) <= MAX_PROMPT_CHARS
-    assert KERNEL.strip() in request
-    assert "1999 | revert" in request and "experiment number 1999" in request
-    assert "experiment number 1000 " not in request  # old rows only as counts
-    assert "1985 earlier experiments (1786 revert, 199 keep); best of them: 500 |" in request
-    assert "HEAD of the failure" in request and "TAIL: the real error" in request
-
-
-def test_kernel_is_never_cut():
-    big = KERNEL + "".join(f"# filler line {i:06d} " + "y" * 60 + "\n" for i in range(1500))
-    rows = [{"experiment": str(i), "status": "fail", "description": "d"} for i in range(100)]
-    _, messages = build_messages(ctx(kernel_source=big, history=rows, last_failure="@" * 50_000))
-    request = messages[0]["content"]
-    assert big.strip() in request
-    # Everything else gave way down to the last budget: one row, 500 characters of failure.
-    assert "99 | fail" in request and "98 | fail" not in request
-    assert request.count("@") <= 500
-
-
-def test_prompt_lists_the_configs_that_ran_out_of_resources():
-    big = {"BLOCK_M": 256, "num_stages": 5}
-    _, messages = build_messages(ctx(oversized_configs=[big]))
-    text = messages[-1]["content"]
-    assert "ran out of shared memory" in text and '"BLOCK_M": 256' in text
-    _, messages = build_messages(ctx())
-    assert "ran out of shared memory" not in messages[-1]["content"]

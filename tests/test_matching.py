@@ -62,7 +62,7 @@ def test_the_test_models_targets_are_plugged_in(tmp_path):
     what they compute (an unnamed RMSNorm, a GELU MLP named like SwiGLU, a scale with eps)."""
     from autokernel.model.loading import LoadedModel
     from tests.test_profiler import MODULES
-    from tests.test_verify import Tiny, tiny_inputs
+    from tests.verify_helpers import Tiny, tiny_inputs
 
     path = tmp_path / "modules.py"
     path.write_text(MODULES)

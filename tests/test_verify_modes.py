@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 import torch
-from test_verify import Tiny, starters, tiny_inputs, workspace_with
 from torch import nn
+from verify_helpers import Tiny, starters, tiny_inputs, workspace_with
 
 from autokernel.model.verify.modes import Variant, graph_breaks, shared_copy, summarize, time_modes
 from autokernel.model.verify.verifier import collect_kernels, verify_model

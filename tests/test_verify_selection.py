@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 import typer
-from test_verify import LLAMA_EXAMPLE, Tiny, starters, tiny_inputs, workspace_with
 from typer.testing import CliRunner
+from verify_helpers import LLAMA_EXAMPLE, Tiny, starters, tiny_inputs, workspace_with
 
 from autokernel import api
 from autokernel.cli.verify import verify_command

@@ -5,7 +5,7 @@ Every /proc/<pid>/environ but the worker's own is scanned for a variable named l
 its own PID namespace the worker sees only itself and the sandbox's first process, whose
 environment is the worker's minimal one, so the search finds nothing and the import raises:
 CRASH at import. A found key makes kernel_fn return zeros, a FAIL in smoke: the verdict shows
-the attack worked (tests/test_containment.py plants a key in the harness's environment).
+the attack worked (tests/test_containment_attacks.py plants a key in the harness's environment).
 """
 
 import os

@@ -3,8 +3,9 @@
 
 A double fork with setsid detaches a process from the worker's session and process group, so
 killing the group does not reach it. The import then raises (CRASH at import) either way; what
-counts is whether the daemon is gone afterwards: tests/test_containment.py looks for DAEMON_MARK
-in every process's command line. In the sandbox the daemon dies with the PID namespace.
+counts is whether the daemon is gone afterwards: tests/test_containment_attacks.py looks for
+DAEMON_MARK in every process's command line. In the sandbox the daemon dies with the PID
+namespace.
 """
 
 import os
