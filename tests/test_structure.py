@@ -144,6 +144,16 @@ def test_no_module_over_the_line_limit():
     assert KNOWN_LONG <= long, f"now short enough, take it off KNOWN_LONG: {KNOWN_LONG - long}"
 
 
+def test_no_test_or_benchmark_module_over_the_line_limit():
+    """The same limit for the modules outside the package a newcomer reads: tests and
+    benchmark scripts."""
+    root = Path(__file__).resolve().parents[1]
+    paths = [*root.joinpath("tests").rglob("*.py"), *root.joinpath("benchmarks").glob("*.py")]
+    long = {p.relative_to(root).as_posix(): n for p in paths
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}  # fmt: skip
+    assert not long, long
+
+
 # Where a kernel type may be named: its spec (specs/), its reference and its starter. The guard's
 # allow-lists name torch's and functools' own functions, which happen to share some names.
 TYPE_NAMES_MAY_APPEAR = ("autokernel.specs", "autokernel.kernels", "autokernel.reference",
