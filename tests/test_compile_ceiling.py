@@ -15,6 +15,7 @@ NAMES = {
     "fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::Params)": "attention",
     "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0": "rest",
     "triton_poi_fused_addmm_gelu_1": "rest",  # an extern mm's epilogue, not the GEMM
+    "triton_poi_fused__scaled_dot_product_cudnn_attention__to_copy_add_0": "rest",  # mask work
     "void at::native::vectorized_elementwise_kernel<4, CUDAFunctor_add<BFloat16> >(x)": "rest",
     "Memset (Device)": "rest",
 }
@@ -33,6 +34,8 @@ def test_bound_is_kernel_time_over_gemm_and_attention():
     assert (s["gemm_ms"], s["attention_ms"], s["rest_ms"]) == pytest.approx((0.08, 0.01, 0.01))
     assert s["rest_share"] == pytest.approx(0.1)
     assert s["bound_x"] == pytest.approx(100 / 90, abs=1e-3)
+    # for 1.1x the forward must drop to 100 / 1.1 = 90.9: 9.1 of the rest's 10 must go
+    assert s["cut_needed"] == pytest.approx((100 - 100 / 1.1) / 10, abs=1e-3)
     assert s["top"][0]["name"] == "nvjet_tst_x" and s["top"][0]["category"] == "gemm"
 
 
@@ -48,4 +51,4 @@ def test_no_gemm_no_bound_and_the_verdict_follows_the_threshold():
     assert "near: " in md and "far: " in md
     verdicts = [line for line in md.splitlines() if "reach" in line]
     near, far = (next(v for v in verdicts if v.startswith(f"- {m}:")) for m in ("near", "far"))
-    assert "out of reach" in near and "within reach" in far
+    assert "out of reach" in near and "reachable only by removing 50%" in far
