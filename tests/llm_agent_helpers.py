@@ -29,7 +29,12 @@ BAD = "I think a bigger block would help."
 
 
 def clean_env(monkeypatch) -> None:
-    """No real key, base URL or proxy from the developer's shell may leak into these tests."""
+    """No real key, base URL or proxy from the developer's shell may leak into these tests, and
+    no key another test registered (a config file's key, read by the agent factory) either: the
+    process-wide mask would then stand where an agent's own "***" is expected."""
+    from autokernel import secrets
+
+    monkeypatch.setattr(secrets, "_registered", set())
     for var in (
         "OPENAI_API_KEY",
         "OPENAI_BASE_URL",
