@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from autokernel.model.profiling.compiled import device_kernels
 from benchmarks import runner
 
 GEMM = re.compile(r"gemm|cublas|cutlass|nvjet|xmma|sm90_|sm80_|ampere_|triton_tem_fused_(add)?mm"
@@ -92,10 +93,8 @@ def profile_kernels(fn, inputs: list, forwards: int, cuda: bool) -> list[tuple[s
             fn(*inputs)
         if cuda:
             torch.cuda.synchronize()
-    cpu = torch.autograd.DeviceType.CPU
     if cuda:
-        return [(e.name, float(e.self_device_time_total)) for e in prof.events()
-                if e.device_type != cpu and not e.is_user_annotation]  # fmt: skip
+        return device_kernels(list(prof.events()))
     return [(e.name, float(e.self_cpu_time_total)) for e in prof.events()
             if e.name.startswith("aten::")]  # fmt: skip
 

@@ -114,6 +114,16 @@ def target_compile_ms(
     return out
 
 
+def device_kernels(events: list) -> list[tuple[str, float]]:
+    """(name, µs) of every device kernel in a profile's events; user annotations (our own
+    record_function ranges, mirrored on the device timeline) are not kernels."""
+    return [
+        (e.name, float(e.self_device_time_total))
+        for e in events
+        if e.device_type != torch.autograd.DeviceType.CPU and not e.is_user_annotation
+    ]
+
+
 def _sync(cuda: bool) -> None:
     if cuda:
         torch.cuda.synchronize()
@@ -151,11 +161,7 @@ def measure_compiled(
     # No module hooks on a compiled model (dynamo would trace them): ops are owned by themselves.
     events = list(prof.events())
     result = attribute(events, ModuleRecorder(nn.Module()), cuda, iters, by_name=True)
-    kernels = [
-        (e.name, float(e.self_device_time_total))
-        for e in events
-        if e.device_type != torch.autograd.DeviceType.CPU and not e.is_user_annotation
-    ]
+    kernels = device_kernels(events)
     return CompiledFigures(
         eager_forward_ms=eager_ms,
         compile_forward_ms=compile_ms,
