@@ -326,3 +326,25 @@ def test_unwritable_directory_message_without_root_bypass(tmp_path, monkeypatch)
     with pytest.raises(WorkspaceError, match=r"cannot write to .*fix its permissions"):
         Workspace.open(tmp_path)
     assert not (tmp_path / ".git").exists()
+
+
+def test_a_stale_index_lock_left_by_a_killed_run_is_cleared_a_live_one_is_not(user_repo):
+    """kill -9 of the driver mid-commit leaves .git/index.lock and every git command after it
+    fails (seen in CI: --resume of a killed two-worker run). On resume a lock that is old is
+    removed; a fresh one (someone's git running now) is waited for and left alone."""
+    import time
+
+    ws = Workspace.open(user_repo)
+    ws.start("t", K0, "exp 0")
+    lock = user_repo / ".git" / "index.lock"
+    lock.write_text("")
+    with pytest.raises(WorkspaceError, match=r"index\.lock"):
+        ws.commit_kernel(K1, "exp 1")
+    assert ws.clear_stale_index_lock(wait_s=0.3, stale_s=60.0) is False  # young: kept
+    assert lock.exists()
+    old = time.time() - 120
+    os.utime(lock, (old, old))
+    assert ws.clear_stale_index_lock(wait_s=0.3, stale_s=60.0) is True
+    assert not lock.exists()
+    ws.commit_kernel(K1, "exp 1")
+    assert ws.clear_stale_index_lock() is False  # nothing there

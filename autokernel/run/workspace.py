@@ -191,6 +191,31 @@ class Workspace:
         self._git("checkout", "-b", name)
         return self._commit_path(KERNEL, first_source, message, empty_ok=True)
 
+    def clear_stale_index_lock(self, wait_s: float = 5.0, stale_s: float = 5.0) -> bool:
+        """Remove a .git/index.lock that a killed run left behind; True if one was removed.
+
+        Called only on resume, under the run lock, so no other autokernel run is writing here.
+        A driver killed with -9 in the middle of a git command (its git child killed with it)
+        leaves the lock, and every later git command fails on it. git holds the lock for
+        milliseconds and writes it once, so one that stays for wait_s and was last written
+        stale_s or more ago is left over; a younger one (someone's git running now) is waited
+        for and never removed."""
+        import time
+
+        lock = self.root / self._git("rev-parse", "--git-path", "index.lock")[1].strip()
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                age = time.time() - lock.stat().st_mtime
+            except FileNotFoundError:
+                return False
+            if age >= stale_s:
+                lock.unlink(missing_ok=True)
+                return True
+            if time.monotonic() >= deadline:
+                return False  # in use: the next git command says so, with a hint
+            time.sleep(0.1)
+
     def resume(self, tag: str) -> None:
         """Check out the run branch `autokernel/<tag>` to continue it."""
         name = BRANCH_PREFIX + tag
