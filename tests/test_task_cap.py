@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from containment_helpers import processes_with
 
 from autokernel.harness import containment, prestart, task_cap
 from autokernel.harness.sandbox import Options, evaluate
@@ -137,10 +138,10 @@ def test_a_pids_cgroup_caps_its_tasks_and_leaves_nothing_behind():
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         assert 30 <= int(done.stdout) < 40, done.stdout
-        assert _processes_with(mark), "the daemon did not start"
+        assert processes_with(mark), "the daemon did not start"
     finally:
         cgroup.close()
-    assert not _processes_with(mark)
+    assert not processes_with(mark)
     assert not cgroup.path.exists()
 
 
@@ -152,17 +153,6 @@ def test_no_cap_is_a_note_on_the_worker_not_an_error(monkeypatch):
         assert worker.cap_note == reason and worker.cgroup is None
     finally:
         worker.close()
-
-
-def _processes_with(mark: str) -> list[int]:
-    pids = []
-    for pid in os.listdir("/proc"):
-        try:
-            if pid.isdigit() and mark.encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
-                pids.append(int(pid))
-        except OSError:
-            continue
-    return pids
 
 
 @pytest.mark.slow
@@ -179,8 +169,8 @@ def test_a_fork_bomb_ends_in_a_crash_and_leaves_no_process():
     assert started < task_cap.max_tasks(), verdict.message  # the cap, not SELF_LIMIT, stopped it
     assert elapsed < opts.timeout_s, f"took {elapsed:.0f} s"
     deadline = time.monotonic() + 5  # the namespace's last tasks are reaped asynchronously
-    while _processes_with(BOMB_MARK) and time.monotonic() < deadline:
+    while processes_with(BOMB_MARK) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _processes_with(BOMB_MARK), "a bomb's child survived the evaluation"
+    assert not processes_with(BOMB_MARK), "a bomb's child survived the evaluation"
     if PLAN.kind == task_cap.CGROUP and PLAN.hierarchy is not None:
         assert not list(PLAN.hierarchy.glob(f"{task_cap.PREFIX}{os.getpid()}-*"))
