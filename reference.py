@@ -77,13 +77,17 @@ def flash_attention(
     V: torch.Tensor,
     causal: bool = True,
     sm_scale: float | None = None,
+    attn_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(Q K^T * sm_scale [+ causal mask]) V on (batch, heads, seq, head_dim).
+    """softmax(Q K^T * sm_scale [+ causal mask] [+ attn_mask]) V on (batch, heads, seq, head_dim).
 
     K and V may have fewer heads than Q (grouped-query attention): query head h reads key/value
     head h // (heads_q // heads_kv). sm_scale defaults to 1/sqrt(head_dim). The causal mask is
     aligned top-left (query i sees keys 0..i), as torch's scaled_dot_product_attention does.
-    Scores and softmax in fp32; output in Q's dtype.
+    attn_mask, broadcastable to (batch, heads, seq_q, seq_k), is scaled_dot_product_attention's:
+    a bool mask says which keys a query sees, a floating one is added to the scaled scores. A
+    query that sees no key gets zeros, as torch's safe softmax gives (not NaN). Scores and
+    softmax in fp32; output in Q's dtype.
     """
     acc = _acc(Q.dtype)
     heads_q, heads_kv = Q.shape[1], K.shape[1]
@@ -100,7 +104,15 @@ def flash_attention(
         sq, sk = scores.shape[-2], scores.shape[-1]
         mask = torch.ones(sq, sk, dtype=torch.bool, device=Q.device).tril()
         scores = scores.masked_fill(~mask, float("-inf"))
-    return torch.matmul(torch.softmax(scores, dim=-1), v).to(Q.dtype)
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask.to(acc)
+    probs = torch.softmax(scores, dim=-1)
+    # A row of -inf only: softmax gives NaN, torch's safe softmax (and a flash kernel) zeros.
+    probs = probs.masked_fill(torch.isneginf(scores).all(dim=-1, keepdim=True), 0.0)
+    return torch.matmul(probs, v).to(Q.dtype)
 
 
 def fused_mlp(

@@ -12,7 +12,9 @@ caller gives a name of its own, and only a caller that must find the module agai
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -40,3 +42,27 @@ def import_file(path: Path, name: str, *, register: bool = False) -> ModuleType:
             sys.modules.pop(name, None)
         raise
     return module
+
+
+def positional_limit(fn: Callable, wanted: int) -> int | None:
+    """How many positional arguments fn takes, where that is fewer than `wanted`, else None: a
+    kernel file written before its type gained an optional argument takes fewer."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    kinds = [p.kind for p in params]
+    if inspect.Parameter.VAR_POSITIONAL in kinds:
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    n = sum(k in positional for k in kinds)
+    return n if n < wanted else None
+
+
+def trimmed(fn: Callable, n: int) -> Callable:
+    """fn called with the first n of the arguments it is given."""
+
+    def call(*args):
+        return fn(*args[:n])
+
+    return call

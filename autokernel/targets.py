@@ -70,8 +70,8 @@ class Target:
 
     def harness_sizes(self) -> list[dict[str, int]]:
         """The real shapes as harness sizes; size-level arguments a spec reads from the size
-        (attention's causal flag) come from the plan's args."""
-        extra = {k: int(v) for k, v in self.args.items() if k == "causal"}
+        (attention's causal flag and mask form) come from the plan's args."""
+        extra = {k: int(v) for k, v in self.args.items() if k in ("causal", "mask")}
         return [{**s, **extra} for s in self.shapes]
 
     def labels(self) -> set[str]:
@@ -200,6 +200,9 @@ def _plan_target(entry: object, count: int) -> Target:
         raise TargetError(f"args must be a mapping such as {{eps: 1.0e-6}}, not {args!r}")
     if args.get("causal", 0) not in (0, 1):  # True and False included: harness sizes take 0/1
         raise TargetError(f"args: causal must be true or false, not {args['causal']!r}")
+    if args.get("mask", 0) not in (0, 1, 2):
+        why = f"args: mask must be 0, 1 (padding) or 2 (additive), not {args['mask']!r}"
+        raise TargetError(why)
     share = _number(entry, "share", 1.0 / count, upper=1.0)
     calls = _number(entry, "calls", 1)
     if calls != int(calls) or calls < 1:

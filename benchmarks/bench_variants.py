@@ -95,6 +95,8 @@ def _eager(spec: KernelSpec) -> Callable:
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def flash(*args: Any) -> torch.Tensor:
+        if len(args) > 5 and args[5] is not None:  # the flash backend takes no mask
+            return spec.eager(*args)
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             return spec.eager(*args)
 
@@ -144,7 +146,9 @@ def reference(spec: KernelSpec, args: tuple) -> torch.Tensor:
     d = tuple(a.double() if torch.is_tensor(a) and a.is_floating_point() else a for a in args)
     if spec.name != "flash_attention":
         return spec.reference(*d)
-    q, k, v, causal, sm_scale = d
+    q, k, v, causal, sm_scale, mask = d
+    if mask is not None:
+        mask = mask.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
     group = q.shape[1] // k.shape[1]
     step = max(1, REF_SCORES_BYTES // (group * q.shape[2] * k.shape[2] * 8))
     out = torch.empty_like(q)
@@ -157,6 +161,7 @@ def reference(spec: KernelSpec, args: tuple) -> torch.Tensor:
                 v[b : b + 1, h : h + step],
                 causal,
                 sm_scale,
+                None if mask is None else mask[b : b + 1, qs],
             )
     return out
 

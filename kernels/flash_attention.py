@@ -1,4 +1,4 @@
-"""Flash attention forward: softmax(Q K^T * sm_scale [+ causal mask]) V, grouped-query K/V.
+"""Flash attention forward: softmax(Q K^T * sm_scale [+ causal or attn_mask]) V, grouped-query K/V.
 
 Each program owns BLOCK_M query rows of one (batch, head) and streams the keys and values in
 BLOCK_N blocks with the online softmax: a running row max m, running sum l and an fp32
@@ -9,6 +9,12 @@ key/value head h // (heads // kv_heads). The causal mask is top-left aligned (qu
 blocks wholly below it run without any mask arithmetic, leaving masks to the diagonal and
 sequence-tail blocks ("mask_all" masks every block: simpler, more work per block). Rows whose
 keys are all masked in a block keep m = -inf; a guard keeps -inf - -inf from making NaN.
+
+attn_mask is scaled_dot_product_attention's (bool: which keys a query sees; floating: added to
+the scaled scores), read through its broadcast strides, so Hugging Face's expanded padding
+masks (stride 0 over queries or heads) are read from the one row they hold. An additive mask is
+clamped at -1e30 before the log2(e) factor: finfo.min * log2(e) overflows fp32 to -inf, which
+would turn a row of finfo.min (a uniform average) into a row that sees nothing (zeros).
 
 The scale is applied to the fp32 scores, never folded into a half-precision Q (that would round
 scores of +-hundreds by ~0.1). For fp16/bf16, P is rounded to V's dtype before the P @ V dot, as
@@ -82,12 +88,18 @@ def _attend_blocks(
     V_dim_stride,
     offs_m,
     offs_d,
+    seq_q,
     seq_k,
     qk_scale,
     lo,
     hi,
+    M_base,
+    M_q_stride,
+    M_k_stride,
     MASKED: tl.constexpr,  # False: every key in [lo, hi) is visible to every row of the tile
     CAUSAL: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    MASK_BOOL: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
@@ -121,6 +133,18 @@ def _attend_blocks(
             if CAUSAL:
                 visible = visible & (offs_n[None, :] <= offs_m[:, None])
             qk = tl.where(visible, qk, float("-inf"))
+        if HAS_MASK:
+            in_bounds = (offs_m[:, None] < seq_q) & (offs_n[None, :] < seq_k)
+            m_rows = offs_m.to(tl.int64)[:, None] * M_q_stride
+            m_ptrs = M_base + m_rows + offs_n64[None, :] * M_k_stride
+            if MASK_BOOL:
+                seen = tl.load(m_ptrs, mask=in_bounds, other=0)
+                qk = tl.where(seen != 0, qk, float("-inf"))
+            else:
+                bias = tl.load(m_ptrs, mask=in_bounds, other=float("-inf")).to(tl.float32)
+                scaled = tl.maximum(bias, -1e30) * 1.4426950408889634  # log2(e)
+                bias = tl.where(bias == float("-inf"), bias, scaled)
+                qk = qk + bias
 
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         # A row with no visible key so far has m_new = -inf: subtract 0 instead, so that
@@ -142,6 +166,7 @@ def _flash_attention_kernel(
     V_ptr,
     O_ptr,
     qk_scale,
+    Mask_ptr,  # read only when HAS_MASK
     n_heads,
     group,
     seq_q,
@@ -162,7 +187,13 @@ def _flash_attention_kernel(
     O_head_stride,
     O_seq_stride,
     O_dim_stride,
+    M_batch_stride,
+    M_head_stride,
+    M_q_stride,
+    M_k_stride,
     CAUSAL: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    MASK_BOOL: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -179,6 +210,7 @@ def _flash_attention_kernel(
     K_base = K_ptr + batch * K_batch_stride + kv_head * K_head_stride
     V_base = V_ptr + batch * V_batch_stride + kv_head * V_head_stride
     O_base = O_ptr + batch * O_batch_stride + head * O_head_stride
+    M_base = Mask_ptr + batch * M_batch_stride + head * M_head_stride
 
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_d = tl.arange(0, BLOCK_D)
@@ -206,16 +238,16 @@ def _flash_attention_kernel(
         lo = n_full * BLOCK_N
         acc, l_i, m_i = _attend_blocks(
             acc, l_i, m_i, q, K_base, V_base, K_seq_stride, K_dim_stride, V_seq_stride,
-            V_dim_stride, offs_m, offs_d, seq_k, qk_scale, 0, lo,
-            False, CAUSAL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
+            V_dim_stride, offs_m, offs_d, seq_q, seq_k, qk_scale, 0, lo, M_base, M_q_stride,
+            M_k_stride, False, CAUSAL, HAS_MASK, MASK_BOOL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
         )  # fmt: skip
     acc, l_i, m_i = _attend_blocks(
         acc, l_i, m_i, q, K_base, V_base, K_seq_stride, K_dim_stride, V_seq_stride, V_dim_stride,
-        offs_m, offs_d, seq_k, qk_scale, lo, hi,
-        True, CAUSAL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
+        offs_m, offs_d, seq_q, seq_k, qk_scale, lo, hi, M_base, M_q_stride, M_k_stride,
+        True, CAUSAL, HAS_MASK, MASK_BOOL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
     )  # fmt: skip
 
-    l_safe = tl.where(l_i == 0.0, 1.0, l_i)  # only rows with no key at all (seq_k == 0)
+    l_safe = tl.where(l_i == 0.0, 1.0, l_i)  # rows that see no key: zeros, as torch gives
     out = acc / l_safe[:, None]
     o_ptrs = O_base + offs_m64[:, None] * O_seq_stride + offs_d[None, :] * O_dim_stride
     tl.store(o_ptrs, out.to(O_ptr.dtype.element_ty), mask=row_mask)
@@ -232,7 +264,11 @@ def kernel_fn(
     V: torch.Tensor,
     causal: bool = True,
     sm_scale: float | None = None,
+    attn_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    mask_key = None
+    if attn_mask is not None:
+        mask_key = (attn_mask.shape, attn_mask.stride(), attn_mask.dtype)
     key = (
         Q.shape,
         Q.stride(),
@@ -248,16 +284,31 @@ def kernel_fn(
         V.dtype,
         V.data_ptr() % 16,
         bool(causal),
+        mask_key,
         *CONFIG.values(),
     )
     run = _PLANS.get(key)
     if run is None:
-        run = remember(_PLANS, key, _plan(Q, K, V, bool(causal)))
-    return run(Q, K, V, sm_scale)
+        run = remember(_PLANS, key, _plan(Q, K, V, bool(causal), attn_mask))
+    return run(Q, K, V, sm_scale, attn_mask)
 
 
-def _plan(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool):
-    """run(Q, K, V, sm_scale) for every call with their signature and causal (see _PLANS)."""
+def _mask_view(attn_mask: torch.Tensor | None, Q: torch.Tensor, seq_k: int) -> torch.Tensor:
+    """attn_mask broadcast to (batch, heads, seq_q, seq_k) without a copy (stride-0 dims), bool
+    read as bytes; a 1-element stand-in when there is none (the kernel never reads it)."""
+    if attn_mask is None:
+        return Q.new_empty(1)
+    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
+        raise ValueError(f"attn_mask must be bool or floating, not {attn_mask.dtype}")
+    batch, heads, seq_q, _ = Q.shape
+    view = attn_mask.expand(batch, heads, seq_q, seq_k)
+    return view.view(torch.uint8) if view.dtype == torch.bool else view
+
+
+def _plan(
+    Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool, mask: torch.Tensor | None
+):
+    """run(Q, K, V, sm_scale, mask) for every call with their signature (see _PLANS)."""
     batch, n_heads, seq_q, head_dim = Q.shape
     kv_heads, seq_k = K.shape[1], K.shape[2]
     if n_heads % kv_heads:
@@ -270,9 +321,11 @@ def _plan(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool):
         )
     if CONFIG["VARIANT"] not in ("split_diagonal", "mask_all"):
         raise ValueError(f"unknown VARIANT {CONFIG['VARIANT']!r}")
-    out = torch.empty_like(Q)
+    # Contiguous, as the model-side op promises torch.compile (not Q's layout).
+    out = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device)
     if out.numel() == 0:
-        return lambda Q, K, V, sm_scale: torch.empty_like(Q)
+        return lambda Q, K, V, sm_scale, mask: torch.empty(Q.shape, dtype=Q.dtype, device=Q.device)
+    mask_strides = tuple(_mask_view(mask, Q, seq_k).stride()) if mask is not None else (0,) * 4
     default_scale = head_dim**-0.5
 
     if Q.dtype == torch.float32:
@@ -306,7 +359,10 @@ def _plan(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool):
             *K.stride(),
             *V.stride(),
             *out.stride(),
+            *mask_strides,
             causal,  # CAUSAL
+            mask is not None,  # HAS_MASK
+            mask is not None and mask.dtype == torch.bool,  # MASK_BOOL
             CONFIG["VARIANT"] == "split_diagonal",  # SPLIT_DIAGONAL
             head_dim,  # HEAD_DIM
             block_d,  # BLOCK_D
@@ -317,10 +373,10 @@ def _plan(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, causal: bool):
         {"num_warps": CONFIG["num_warps"], "num_stages": num_stages},
     )
 
-    def run(Q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, sm_scale: float | None):
-        out = torch.empty_like(Q)
+    def run(Q, K, V, sm_scale: float | None, mask: torch.Tensor | None) -> torch.Tensor:
+        out = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device)
         scale = sm_scale if sm_scale is not None else default_scale  # a Python float
-        launch(Q, K, V, out, scale * LOG2E)
+        launch(Q, K, V, out, scale * LOG2E, _mask_view(mask, Q, seq_k))
         return out
 
     return run

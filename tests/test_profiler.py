@@ -155,16 +155,19 @@ def test_single_functional_ops(tmp_path, forward, inputs, kind, dims, args):
     assert [(t.kind, t.shape, t.args) for t in prof.targets] == [(kind, dims, args)]
 
 
-def test_masked_attention_is_no_target_and_other_dims_are_generic(tmp_path):
-    """A masked attention is no flash_attention (nor fusible); softmax over dim 1 and a sum over
-    dim 0 are other ops than softmax and reduce: generic targets, or other when too small."""
+def test_masked_attention_is_a_masked_target_and_other_dims_are_generic(tmp_path):
+    """A masked attention is flash_attention timed under a mask (mask=1 in its args, so the
+    harness times the model's shape masked); softmax over dim 1 and a sum over dim 0 are other
+    ops than softmax and reduce: generic targets, or other when too small."""
     forward = (
         "F.scaled_dot_product_attention(xs[0], xs[0], xs[0], attn_mask=xs[1]).softmax(1).sum(0)"
     )
     inputs = "[torch.randn(1, 2, 16, 8, generator=g), torch.ones(16, 16, dtype=torch.bool)]"
     prof = profiled(write(tmp_path, forward, inputs))
-    assert {r.kind for r in prof.targets} <= {"generic"}
-    assert "aten::scaled_dot_product_attention" in {r.name for r in prof.rows if not r.is_target}
+    attention = [t for t in prof.targets if t.kind == "flash_attention"]
+    assert len(attention) == 1 and attention[0].args.get("mask") == 1
+    assert not attention[0].args.get("causal")
+    assert {r.kind for r in prof.targets} <= {"generic", "flash_attention"}
     names = {r.name for r in prof.targets} | {r.name for r in prof.rows}
     assert {"Tensor.softmax", "Tensor.sum"} & names or {"aten::softmax", "aten::sum"} <= names
 

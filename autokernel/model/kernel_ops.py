@@ -41,7 +41,7 @@ if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 from autokernel import reference
-from autokernel.kernel_file import import_file
+from autokernel.kernel_file import import_file, positional_limit, trimmed
 from autokernel.model.kinds import GENERIC_SCHEMA, KINDS, call_size, same_size
 from autokernel.specs import DTYPES, GENERIC, KERNEL_TYPES, SPECS
 from autokernel.specs.region import Region
@@ -63,6 +63,10 @@ class LoadedKernel:
     shapes: tuple[Mapping[str, int], ...] = ()  # the plan's real shapes, if known
     region: Region | None = None  # a generic kernel's region (its target's, from the run)
     route: str = ""  # a generic kernel's route key: where in the model it goes
+    # How many of the op's arguments kernel_fn takes: fewer than the op passes for a kernel
+    # file written before the type gained an optional argument (attention's attn_mask); calls
+    # that give it one are then left to PyTorch.
+    takes: int | None = None
 
 
 def load_kernel(path: Path, name: str | None = None, shapes: Sequence = ()) -> LoadedKernel:
@@ -85,7 +89,11 @@ def load_kernel(path: Path, name: str | None = None, shapes: Sequence = ()) -> L
         )
     if not callable(fn):
         raise KernelLoadError(f"{path}: defines no kernel_fn")
-    return LoadedKernel(name or path.stem, kind, fn, path, tuple(dict(s) for s in shapes))
+    takes = positional_limit(fn, len(SPECS[kind].arg_names))
+    if takes is not None:
+        fn = trimmed(fn, takes)
+    shapes = tuple(dict(s) for s in shapes)
+    return LoadedKernel(name or path.stem, kind, fn, path, shapes, takes=takes)
 
 
 _SERIAL = itertools.count()
@@ -148,6 +156,7 @@ def _label(kind: str, size: Mapping[str, int]) -> str:
 
 # Tensors lead every op's arguments: how many, per type (the signature a route is cached by).
 _N_TENSORS = {kind: side.n_tensors for kind, side in KINDS.items()}
+_ROUTE_KEYS = {kind: side.route_key for kind, side in KINDS.items() if side.route_key}
 
 # Shape, dtype and device of the leading tensors, written out: a comprehension over the tensors
 # took twice as long (a frame per call, about 3 us on the loaded 2-core CPU).
@@ -172,6 +181,9 @@ class Route:
     kernel: LoadedKernel | None
     reason: str
     clone: bool = False  # the kernel's output shared an input's storage on the first call
+    # The strides the op's fake gives, where the kernel's output has others: torch.compile's
+    # code asserts the fake's layout, so such an output is copied into it.
+    layout: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -209,6 +221,8 @@ class Router:
             return None, reason
         size = self.region.bind(args[0]) if self.kind == GENERIC else call_size(self.kind, args)
         for k in self.kernels:
+            if k.takes is not None and any(a is not None for a in args[k.takes :]):
+                return None, f"{k.name}.kernel_fn takes no {SPECS[self.kind].arg_names[k.takes]}"
             if any(same_size(self.kind, size, s) for s in k.shapes):
                 return k, ""
         if self.policy == "plan":
@@ -221,7 +235,9 @@ class Router:
         if self.kind == GENERIC:
             return (len(self.kernels), self.policy,
                     *((t.shape, t.stride(), t.dtype, t.device) for t in args[0]))  # fmt: skip
-        return (len(self.kernels), self.policy, *_SIGNATURES[_N_TENSORS[self.kind]](args))
+        key = (len(self.kernels), self.policy, *_SIGNATURES[_N_TENSORS[self.kind]](args))
+        extra = _ROUTE_KEYS.get(self.kind)
+        return key if extra is None else (*key, *extra(args))
 
     def __call__(self, *args):
         key = self.signature(args)
@@ -245,9 +261,15 @@ class Router:
             # storages cost about a microsecond per tensor: checked on a signature's first call.
             tensors = args[0] if self.kind == GENERIC else args[: _N_TENSORS[self.kind]]
             route.clone = any(_shares_storage(out, t) for t in tensors)
+            if self.kind != GENERIC:
+                want = _FAKES[self.kind](*args, 0).stride()
+                route.layout = None if want == out.stride() else want
             if len(self.routes) >= 4096:  # models with ever-changing shapes: start afresh
                 self.routes.clear()
             self.routes[key] = route
+        if route.layout is not None:
+            return torch.empty_strided(out.shape, route.layout, dtype=out.dtype,
+                                       device=out.device).copy_(out)  # fmt: skip
         return out.clone() if route.clone else out
 
     def _reference(self, args: Sequence) -> torch.Tensor:

@@ -117,6 +117,9 @@ class ModelSide:
     # Why an op call with the types' dtype and device is outside what the kernel takes, or None
     contract: Callable[[Sequence], str | None] = dense_contract
     same_size: Callable[[Mapping[str, int], Mapping[str, int]], bool] = planned_subset
+    # What a call's route depends on beyond the leading tensors' shapes, dtypes and devices
+    # (an optional tensor such as attention's mask), or None when nothing does.
+    route_key: Callable[[Sequence], tuple] | None = None
 
 
 # ---- helpers the types' entries share ----------------------------------------------------------
