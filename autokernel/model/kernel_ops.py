@@ -89,7 +89,7 @@ def load_kernel(path: Path, name: str | None = None, shapes: Sequence = ()) -> L
         )
     if not callable(fn):
         raise KernelLoadError(f"{path}: defines no kernel_fn")
-    takes = positional_limit(fn, len(SPECS[kind].arg_names))
+    takes = None if kind == GENERIC else positional_limit(fn, len(SPECS[kind].arg_names))
     if takes is not None:
         fn = trimmed(fn, takes)
     shapes = tuple(dict(s) for s in shapes)

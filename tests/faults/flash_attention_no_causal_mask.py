@@ -90,7 +90,7 @@ def _attn_kernel(
     )
 
 
-def kernel_fn(Q, K, V, causal=True, sm_scale=None):
+def kernel_fn(Q, K, V, causal=True, sm_scale=None, attn_mask=None):
     batch, heads_q, seq, head_dim = Q.shape
     heads_kv = K.shape[1]
     scale = sm_scale if sm_scale is not None else head_dim**-0.5
