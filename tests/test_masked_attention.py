@@ -191,3 +191,21 @@ def test_inductor_code_gets_the_layout_its_fake_promised(tmp_path):
         patch.close()
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     assert counts["kernel"] == 1, counts
+
+
+def test_a_masked_plan_target_is_timed_under_its_mask(tmp_path):
+    """profile writes args {causal: false, mask: 1} for a masked call; the harness sizes of that
+    target carry the mask, so the night times and checks the kernel as the model calls it."""
+    from autokernel.targets import from_plan
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "targets:\n- {kernel_type: flash_attention, args: {causal: false, mask: 1},\n"
+        "   shapes: [{batch: 2, heads: 4, kv_heads: 4, seq: 64, head_dim: 16}]}\n"
+    )
+    (target,) = from_plan(plan)
+    (size,) = target.harness_sizes()
+    assert size["mask"] == 1 and size["causal"] == 0
+    gen = torch.Generator().manual_seed(0)
+    args = SPEC.make_inputs(size, torch.float32, gen, torch.device("cpu"))
+    assert args[5] is not None and args[5].dtype == torch.bool and args[3] is False

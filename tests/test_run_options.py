@@ -133,6 +133,7 @@ def plan(tmp_path: Path, body: str) -> Path:
         ("- {kernel_type: softmax, ms: fast}", "ms must be a number"),
         ("- {kernel_type: softmax, args: 5}", "args must be a mapping"),
         ("- {kernel_type: softmax, args: {causal: maybe}}", "causal must be true or false"),
+        ("- {kernel_type: flash_attention, args: {mask: 3}}", "mask must be 0, 1 (padding)"),
         ("- {kernel_type: softmax, dtype: 5}", "dtype must be a name"),
         ("- {kernel_type: softmax, dtype: float8}", "unknown dtype"),
         ("- {kernel_type: softmax, shapes: '64x1024'}", "shapes must be a list"),
