@@ -209,3 +209,19 @@ def test_a_masked_plan_target_is_timed_under_its_mask(tmp_path):
     gen = torch.Generator().manual_seed(0)
     args = SPEC.make_inputs(size, torch.float32, gen, torch.device("cpu"))
     assert args[5] is not None and args[5].dtype == torch.bool and args[3] is False
+
+
+def test_starter_reads_masks_constant_along_keys_or_queries():
+    """Masks shared by all queries (a padding mask), by all keys (Hugging Face's all-ones mask
+    under torch.compile) or by neither, expanded with zero strides: the reference's answer,
+    bool and additive."""
+    q, k, v = _qkv(s=37)
+    gen = torch.Generator().manual_seed(5)
+    per_query = torch.rand(2, 1, 37, 1, generator=gen) > 0.2  # stride 0 over keys once expanded
+    per_key = torch.rand(2, 1, 1, 37, generator=gen) > 0.2
+    tile = torch.rand(2, 1, 37, 37, generator=gen) > 0.2
+    fn = _starter()
+    for mask in (per_query, per_key, tile):
+        for m in (mask.expand(2, 1, 37, 37), torch.where(mask, 0.0, -3.0).expand(2, 1, 37, 37)):
+            want = reference.flash_attention(q, k, v, False, None, m)
+            torch.testing.assert_close(fn(q, k, v, False, None, m), want, rtol=1e-4, atol=1e-4)
