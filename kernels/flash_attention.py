@@ -293,11 +293,9 @@ def kernel_fn(
     return run(Q, K, V, sm_scale, attn_mask)
 
 
-def _mask_view(attn_mask: torch.Tensor | None, Q: torch.Tensor, seq_k: int) -> torch.Tensor:
+def _mask_view(attn_mask: torch.Tensor, Q: torch.Tensor, seq_k: int) -> torch.Tensor:
     """attn_mask broadcast to (batch, heads, seq_q, seq_k) without a copy (stride-0 dims), bool
-    read as bytes; a 1-element stand-in when there is none (the kernel never reads it)."""
-    if attn_mask is None:
-        return Q.new_empty(1)
+    read as bytes."""
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
         raise ValueError(f"attn_mask must be bool or floating, not {attn_mask.dtype}")
     batch, heads, seq_q, _ = Q.shape
@@ -326,6 +324,9 @@ def _plan(
     if out.numel() == 0:
         return lambda Q, K, V, sm_scale, mask: torch.empty(Q.shape, dtype=Q.dtype, device=Q.device)
     mask_strides = tuple(_mask_view(mask, Q, seq_k).stride()) if mask is not None else (0,) * 4
+    # The kernel never reads the mask pointer without a mask: one stand-in per plan, so an
+    # unmasked call allocates nothing for it.
+    no_mask = Q.new_empty(1)
     default_scale = head_dim**-0.5
 
     if Q.dtype == torch.float32:
@@ -376,7 +377,8 @@ def _plan(
     def run(Q, K, V, sm_scale: float | None, mask: torch.Tensor | None) -> torch.Tensor:
         out = torch.empty(Q.shape, dtype=Q.dtype, device=Q.device)
         scale = sm_scale if sm_scale is not None else default_scale  # a Python float
-        launch(Q, K, V, out, scale * LOG2E, _mask_view(mask, Q, seq_k))
+        view = no_mask if mask is None else _mask_view(mask, Q, seq_k)
+        launch(Q, K, V, out, scale * LOG2E, view)
         return out
 
     return run
