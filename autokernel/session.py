@@ -206,7 +206,7 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         else:
             state.agent = agent.name
             state.agent_args = args
-            ws.clear_stale_index_lock()  # a driver killed mid-git leaves one behind
+            ws.clear_stale_git_locks()  # a driver killed mid-git leaves one behind
             if ws.branch_head(state.tag) is None:
                 check_branch(ws, state)  # raises, saying how to restore the deleted branch
             if ws.branch != f"autokernel/{state.tag}":

@@ -340,11 +340,31 @@ def test_a_stale_index_lock_left_by_a_killed_run_is_cleared_a_live_one_is_not(us
     lock.write_text("")
     with pytest.raises(WorkspaceError, match=r"index\.lock"):
         ws.commit_kernel(K1, "exp 1")
-    assert ws.clear_stale_index_lock(wait_s=0.3, stale_s=60.0) is False  # young: kept
+    assert ws.clear_stale_git_locks(wait_s=0.3, stale_s=60.0) == []  # young: kept
     assert lock.exists()
     old = time.time() - 120
     os.utime(lock, (old, old))
-    assert ws.clear_stale_index_lock(wait_s=0.3, stale_s=60.0) is True
+    assert ws.clear_stale_git_locks(wait_s=0.3, stale_s=60.0) == [lock]
     assert not lock.exists()
     ws.commit_kernel(K1, "exp 1")
-    assert ws.clear_stale_index_lock() is False  # nothing there
+    assert ws.clear_stale_git_locks() == []  # nothing there
+
+
+def test_a_stale_ref_lock_left_by_a_killed_run_is_cleared(user_repo):
+    """kill -9 during `git update-ref refs/autokernel/attempts/2` leaves 2.lock beside the ref
+    (seen in CI) and the resumed run cannot record attempt 2; resume removes it."""
+    import time
+
+    ws = Workspace.open(user_repo)
+    sha = ws.start("t", K0, "exp 0")
+    refs = user_repo / ".git" / "refs" / "autokernel" / "attempts"
+    refs.mkdir(parents=True)
+    lock = refs / "2.lock"
+    lock.write_text("")
+    old = time.time() - 120
+    os.utime(lock, (old, old))
+    with pytest.raises(WorkspaceError, match=r"2\.lock"):
+        ws._git("update-ref", "refs/autokernel/attempts/2", sha)
+    assert ws.clear_stale_git_locks(wait_s=0.3, stale_s=60.0) == [lock]
+    ws._git("update-ref", "refs/autokernel/attempts/2", sha)
+    assert 2 in ws.attempts()

@@ -98,8 +98,8 @@ class Workspace:
         status, out, err = run(*args, with_extended_output=True, with_exceptions=False)
         if check and status != 0:
             hint = ""
-            if "index.lock" in err:
-                hint = " (another git command is running, or a crashed one left .git/index.lock)"
+            if ".lock" in err:
+                hint = " (another git command is running, or a crashed one left its lock file)"
             raise WorkspaceError(f"git {cmd} failed: {err.strip() or out.strip()}{hint}")
         return status, out, err
 
@@ -191,29 +191,48 @@ class Workspace:
         self._git("checkout", "-b", name)
         return self._commit_path(KERNEL, first_source, message, empty_ok=True)
 
-    def clear_stale_index_lock(self, wait_s: float = 5.0, stale_s: float = 5.0) -> bool:
-        """Remove a .git/index.lock that a killed run left behind; True if one was removed.
+    def _git_locks(self) -> list[Path]:
+        """Every lock file git may be holding: index, HEAD, config, packed-refs and each ref.
+
+        A ref update takes `<ref>.lock` beside the ref (refs/autokernel/attempts/2.lock, seen in
+        CI), so the refs folders are searched too; objects/ never holds a lock."""
+        dirs = {self._git("rev-parse", "--absolute-git-dir")[1].strip()}
+        common = Path(self._git("rev-parse", "--git-common-dir")[1].strip())
+        dirs.add(str(common if common.is_absolute() else (self.root / common).resolve()))
+        found: list[Path] = []
+        for d in map(Path, sorted(dirs)):
+            found += d.glob("*.lock")
+            found += (d / "refs").rglob("*.lock")
+            found += (d / "logs").rglob("*.lock")
+        return found
+
+    def clear_stale_git_locks(self, wait_s: float = 5.0, stale_s: float = 5.0) -> list[Path]:
+        """Remove the git lock files a killed run left behind; the ones removed.
 
         Called only on resume, under the run lock, so no other autokernel run is writing here.
         A driver killed with -9 in the middle of a git command (its git child killed with it)
-        leaves the lock, and every later git command fails on it. git holds the lock for
-        milliseconds and writes it once, so one that stays for wait_s and was last written
-        stale_s or more ago is left over; a younger one (someone's git running now) is waited
-        for and never removed."""
+        leaves index.lock or a ref's lock, and every later git command on it fails. git holds a
+        lock for milliseconds and writes it once, so one that was last written stale_s or more
+        ago is left over; a younger one (someone's git running now) is waited for up to wait_s
+        and never removed."""
         import time
 
-        lock = self.root / self._git("rev-parse", "--git-path", "index.lock")[1].strip()
         deadline = time.monotonic() + wait_s
+        removed: list[Path] = []
         while True:
-            try:
-                age = time.time() - lock.stat().st_mtime
-            except FileNotFoundError:
-                return False
-            if age >= stale_s:
-                lock.unlink(missing_ok=True)
-                return True
-            if time.monotonic() >= deadline:
-                return False  # in use: the next git command says so, with a hint
+            young = False
+            for lock in self._git_locks():
+                try:
+                    age = time.time() - lock.stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if age >= stale_s:
+                    lock.unlink(missing_ok=True)
+                    removed.append(lock)
+                else:
+                    young = True
+            if not young or time.monotonic() >= deadline:
+                return removed  # one still in use: the next git command says so, with a hint
             time.sleep(0.1)
 
     def resume(self, tag: str) -> None:
