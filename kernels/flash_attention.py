@@ -75,6 +75,32 @@ def _dot(a, b, acc, DOT_MODE: tl.constexpr):
 
 
 @triton.jit
+def _log2_bias(M_ptrs, in_bounds, MASK_BOOL: tl.constexpr):
+    """attn_mask at M_ptrs as an additive bias in log2 units: a bool mask gives 0 where a key is
+    seen and -inf where not; a float bias is clamped at -1e30 first, since finfo.min * log2(e)
+    overflows fp32 to -inf and would turn a row of finfo.min (a uniform average) into zeros."""
+    if MASK_BOOL:
+        seen = tl.load(M_ptrs, mask=in_bounds, other=0)
+        out = tl.where(seen != 0, 0.0, float("-inf"))
+    else:
+        bias = tl.load(M_ptrs, mask=in_bounds, other=float("-inf")).to(tl.float32)
+        scaled = tl.maximum(bias, -1e30) * 1.4426950408889634  # log2(e)
+        out = tl.where(bias == float("-inf"), bias, scaled)
+    return out
+
+
+@triton.jit
+def _add_bias(qk, bias, MASK_BOOL: tl.constexpr):
+    """qk + bias; where a bool mask hides a key the score is -inf even if qk is NaN, as SDPA's
+    masked_fill gives (a float mask is added, NaN stays NaN, as SDPA adds it)."""
+    if MASK_BOOL:
+        qk = tl.where(bias == float("-inf"), bias, qk)
+    else:
+        qk = qk + bias
+    return qk
+
+
+@triton.jit
 def _attend_blocks(
     acc,
     l_i,
@@ -98,7 +124,7 @@ def _attend_blocks(
     M_k_stride,
     MASKED: tl.constexpr,  # False: every key in [lo, hi) is visible to every row of the tile
     CAUSAL: tl.constexpr,
-    HAS_MASK: tl.constexpr,
+    MASK_MODE: tl.constexpr,  # 0: no mask; 1: read as a tile per block; 2: as one column
     MASK_BOOL: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_D: tl.constexpr,
@@ -107,6 +133,12 @@ def _attend_blocks(
 ):
     """Fold the key/value blocks [lo, hi) into the running (acc, l_i, m_i) of the online softmax."""
     offs_n_base = tl.arange(0, BLOCK_N)
+    if MASK_MODE == 2:
+        # Constant along keys: one column, loaded once for all key blocks. Read as a tile, such
+        # a mask is contiguous along queries, not keys, and Triton (3.7, sm_90 PTX) moves every
+        # tile through shared memory into the MMA layout, with barriers, once per key block.
+        col_ptrs = M_base + offs_m.to(tl.int64) * M_q_stride
+        col = _log2_bias(col_ptrs, offs_m < seq_q, MASK_BOOL)
     for start_n in range(lo, hi, BLOCK_N):
         offs_n = start_n + offs_n_base
         offs_n64 = offs_n.to(tl.int64)
@@ -133,18 +165,17 @@ def _attend_blocks(
             if CAUSAL:
                 visible = visible & (offs_n[None, :] <= offs_m[:, None])
             qk = tl.where(visible, qk, float("-inf"))
-        if HAS_MASK:
-            in_bounds = (offs_m[:, None] < seq_q) & (offs_n[None, :] < seq_k)
+        if MASK_MODE == 1:
             m_rows = offs_m.to(tl.int64)[:, None] * M_q_stride
             m_ptrs = M_base + m_rows + offs_n64[None, :] * M_k_stride
+            in_bounds = (offs_m[:, None] < seq_q) & (offs_n[None, :] < seq_k)
             if MASK_BOOL:
                 seen = tl.load(m_ptrs, mask=in_bounds, other=0)
                 qk = tl.where(seen != 0, qk, float("-inf"))
             else:
-                bias = tl.load(m_ptrs, mask=in_bounds, other=float("-inf")).to(tl.float32)
-                scaled = tl.maximum(bias, -1e30) * 1.4426950408889634  # log2(e)
-                bias = tl.where(bias == float("-inf"), bias, scaled)
-                qk = qk + bias
+                qk = qk + _log2_bias(m_ptrs, in_bounds, MASK_BOOL)
+        elif MASK_MODE == 2:
+            qk = _add_bias(qk, col[:, None], MASK_BOOL)
 
         m_new = tl.maximum(m_i, tl.max(qk, 1))
         # A row with no visible key so far has m_new = -inf: subtract 0 instead, so that
@@ -166,7 +197,7 @@ def _flash_attention_kernel(
     V_ptr,
     O_ptr,
     qk_scale,
-    Mask_ptr,  # read only when HAS_MASK
+    Mask_ptr,  # read only when MASK_MODE != 0
     n_heads,
     group,
     seq_q,
@@ -192,7 +223,7 @@ def _flash_attention_kernel(
     M_q_stride,
     M_k_stride,
     CAUSAL: tl.constexpr,
-    HAS_MASK: tl.constexpr,
+    MASK_MODE: tl.constexpr,  # 0: no mask; 1: read as a tile per block; 2: as one column
     MASK_BOOL: tl.constexpr,
     SPLIT_DIAGONAL: tl.constexpr,
     HEAD_DIM: tl.constexpr,
@@ -239,12 +270,12 @@ def _flash_attention_kernel(
         acc, l_i, m_i = _attend_blocks(
             acc, l_i, m_i, q, K_base, V_base, K_seq_stride, K_dim_stride, V_seq_stride,
             V_dim_stride, offs_m, offs_d, seq_q, seq_k, qk_scale, 0, lo, M_base, M_q_stride,
-            M_k_stride, False, CAUSAL, HAS_MASK, MASK_BOOL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
+            M_k_stride, False, CAUSAL, MASK_MODE, MASK_BOOL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
         )  # fmt: skip
     acc, l_i, m_i = _attend_blocks(
         acc, l_i, m_i, q, K_base, V_base, K_seq_stride, K_dim_stride, V_seq_stride, V_dim_stride,
         offs_m, offs_d, seq_q, seq_k, qk_scale, lo, hi, M_base, M_q_stride, M_k_stride,
-        True, CAUSAL, HAS_MASK, MASK_BOOL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
+        True, CAUSAL, MASK_MODE, MASK_BOOL, HEAD_DIM, BLOCK_D, BLOCK_N, DOT_MODE,
     )  # fmt: skip
 
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)  # rows that see no key: zeros, as torch gives
@@ -301,6 +332,13 @@ def _mask_view(attn_mask: torch.Tensor, Q: torch.Tensor, seq_k: int) -> torch.Te
     batch, heads, seq_q, _ = Q.shape
     view = attn_mask.expand(batch, heads, seq_q, seq_k)
     return view.view(torch.uint8) if view.dtype == torch.bool else view
+
+
+def _mask_mode(strides: tuple) -> int:
+    """How the kernel reads a mask with these (batch, head, query, key) strides: 2, one column
+    per tile where it is the same for every key (stride 0 over keys, as Hugging Face 5.17 lays
+    out its all-ones mask under torch.compile); else 1, a tile per key block."""
+    return 2 if strides[3] == 0 else 1
 
 
 def _plan(
@@ -362,7 +400,7 @@ def _plan(
             *out.stride(),
             *mask_strides,
             causal,  # CAUSAL
-            mask is not None,  # HAS_MASK
+            _mask_mode(mask_strides) if mask is not None else 0,  # MASK_MODE
             mask is not None and mask.dtype == torch.bool,  # MASK_BOOL
             CONFIG["VARIANT"] == "split_diagonal",  # SPLIT_DIAGONAL
             head_dim,  # HEAD_DIM

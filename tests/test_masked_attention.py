@@ -225,3 +225,17 @@ def test_starter_reads_masks_constant_along_keys_or_queries():
         for m in (mask.expand(2, 1, 37, 37), torch.where(mask, 0.0, -3.0).expand(2, 1, 37, 37)):
             want = reference.flash_attention(q, k, v, False, None, m)
             torch.testing.assert_close(fn(q, k, v, False, None, m), want, rtol=1e-4, atol=1e-4)
+
+
+def test_starter_reads_a_mask_constant_along_keys_as_one_column():
+    """A mask constant along keys (Hugging Face 5.17's under torch.compile) is read as one
+    column per tile; any other layout, a padding mask included, as a tile per key block."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fa_starter", KERNELS / "flash_attention.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    per_key = torch.ones(2, 1, 37, 1, dtype=torch.bool).expand(2, 1, 37, 37)
+    assert mod._mask_mode(per_key.stride()) == 2
+    assert mod._mask_mode(_padding_mask(2, 37, [37, 5]).stride()) == 1
+    assert mod._mask_mode(torch.ones(2, 1, 37, 37).stride()) == 1
