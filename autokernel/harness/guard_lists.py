@@ -122,8 +122,13 @@ ESCAPE_ATTRS = frozenset(
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
      "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file", "ag_code", "signature",
      "from_callable", "storage", "untyped_storage", "storage_type", "numpy", "handle",
-     "cr_code", "do_bench"}
+     "cr_code", "do_bench", "obj"}
 )  # fmt: skip
+# obj: an AttributeError's .obj (Python 3.10+) is the object the failed lookup was made on.
+# `operator.no_such_name` passes the path rules (operator is open by member) and raised with
+# .obj the operator module itself: a plain value, no longer an import alias, whose attrgetter
+# no rule refused (tests/faults/guard_attribute_error_obj.py). Any module a failed lookup names
+# is handed over so, triton.language's through a member it lacks.
 # numpy, handle: an ndarray writes files (tofile, dump) and computes outside the kernel; a tensor's
 # .numpy reaches one even uncalled (f = x.numpy), and under the interpreter every value of a jit
 # body carries one in .handle.data.
