@@ -68,8 +68,11 @@ _FUNCTOOLS = {"lru_cache", "cache", "partial", "reduce", "cached_property", "tot
 _TYPING = {"Any", "Optional", "Union", "Callable", "Sequence", "Iterable", "Iterator", "Tuple",
            "List", "Dict", "Literal", "NamedTuple", "Final", "TYPE_CHECKING", "cast", "TypeVar",
            "Mapping", "ClassVar"}  # fmt: skip
-_DATACLASSES = {"dataclass", "field", "fields", "replace", "asdict", "astuple", "is_dataclass",
-                "InitVar"}  # fmt: skip
+# No asdict/astuple: they deep-copy every value that is not a dataclass, and a deep copy runs the
+# value's __reduce_ex__ (given by a string key, enum.Enum("E", {"__reduce_ex__": f})), then sets
+# every attribute the reduction names on the object it names: setattr by string, dunders
+# included, on Triton's shared objects (tests/faults/guard_asdict_deepcopy_setattr.py).
+_DATACLASSES = {"dataclass", "field", "fields", "replace", "is_dataclass", "InitVar"}
 MODULE_MEMBERS: dict[str, frozenset[str] | None] = {
     "math": None,
     "itertools": None,
