@@ -68,8 +68,11 @@ _FUNCTOOLS = {"lru_cache", "cache", "partial", "reduce", "cached_property", "tot
 _TYPING = {"Any", "Optional", "Union", "Callable", "Sequence", "Iterable", "Iterator", "Tuple",
            "List", "Dict", "Literal", "NamedTuple", "Final", "TYPE_CHECKING", "cast", "TypeVar",
            "Mapping", "ClassVar"}  # fmt: skip
-_DATACLASSES = {"dataclass", "field", "fields", "replace", "asdict", "astuple", "is_dataclass",
-                "InitVar"}  # fmt: skip
+# No asdict/astuple: they deep-copy every value that is not a dataclass, and a deep copy runs the
+# value's __reduce_ex__ (given by a string key, enum.Enum("E", {"__reduce_ex__": f})), then sets
+# every attribute the reduction names on the object it names: setattr by string, dunders
+# included, on Triton's shared objects (tests/faults/guard_asdict_deepcopy_setattr.py).
+_DATACLASSES = {"dataclass", "field", "fields", "replace", "is_dataclass", "InitVar"}
 MODULE_MEMBERS: dict[str, frozenset[str] | None] = {
     "math": None,
     "itertools": None,
@@ -122,8 +125,13 @@ ESCAPE_ATTRS = frozenset(
      "func_globals", "pkgutil", "module_from_spec", "inspect", "used_global_vals",
      "get_capture_scope", "cr_await", "gi_yieldfrom", "from_file", "ag_code", "signature",
      "from_callable", "storage", "untyped_storage", "storage_type", "numpy", "handle",
-     "cr_code", "do_bench"}
+     "cr_code", "do_bench", "obj"}
 )  # fmt: skip
+# obj: an AttributeError's .obj (Python 3.10+) is the object the failed lookup was made on.
+# `operator.no_such_name` passes the path rules (operator is open by member) and raised with
+# .obj the operator module itself: a plain value, no longer an import alias, whose attrgetter
+# no rule refused (tests/faults/guard_attribute_error_obj.py). Any module a failed lookup names
+# is handed over so, triton.language's through a member it lacks.
 # numpy, handle: an ndarray writes files (tofile, dump) and computes outside the kernel; a tensor's
 # .numpy reaches one even uncalled (f = x.numpy), and under the interpreter every value of a jit
 # body carries one in .handle.data.

@@ -41,6 +41,10 @@ def _poison(shape: list[int], dtype: torch.dtype, device: torch.device) -> None:
 
 
 HELD_OUTPUT_BYTES = 64 << 20  # larger outputs (benchmark sizes) are not held: peak memory
+# All held outputs together: past this the oldest is let go. Every stage call's output is held,
+# not only the last: a kernel that handed out two kept buffers in turn never returned the memory
+# of the call right before, and passed (tests/faults/softmax_output_buffer_ring.py).
+HELD_TOTAL_BYTES = 256 << 20
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -138,9 +142,10 @@ class Session:
         self.size: dict = {}
         self.dtype = torch.float32
         self.kept: object = None
-        # the last call's output, held so that its memory cannot be handed out again: a later
-        # output in that memory was kept by the kernel across calls
-        self.previous: torch.Tensor | None = None
+        # earlier calls' outputs (HELD_TOTAL_BYTES of them, newest last), held so that their
+        # memory cannot be handed out again: a later output in that memory was kept by the
+        # kernel across calls
+        self.previous: list[torch.Tensor] = []
         self.n_out = 0
         self.out_bound = 0  # the most bytes an output may take (channel.output_bound)
         self.source: tuple | None = None  # the refill key of the inputs' values; None: built
@@ -231,15 +236,22 @@ class Session:
             return _fault("FAIL", f"output on {got.device}, inputs on {self.device}")
         if (
             type(got) is torch.Tensor
-            and _shares_memory(got, self.previous)
+            and any(_shares_memory(got, held) for held in self.previous)
             and not any(_shares_memory(got, a) for a in args if type(a) is torch.Tensor)
         ):  # a view of this call's input is judged by its values, not here
             return _fault("REJECTED", "kernel_fn returned memory it had returned from an earlier "
                           "call (an output buffer kept across calls): a caller's earlier result "
                           "would change under it; allocate every output")  # fmt: skip
-        small = type(got) is torch.Tensor and _nbytes(got) <= HELD_OUTPUT_BYTES
-        self.previous = got if small else None
+        if type(got) is torch.Tensor and _nbytes(got) <= HELD_OUTPUT_BYTES:
+            self._hold(got)
         return self._send(got)
+
+    def _hold(self, out: torch.Tensor) -> None:
+        """Keep out among the held outputs, letting the oldest go past HELD_TOTAL_BYTES."""
+        self.previous.append(out)
+        total = sum(_nbytes(t) for t in self.previous)
+        while total > HELD_TOTAL_BYTES and len(self.previous) > 1:
+            total -= _nbytes(self.previous.pop(0))
 
     def refill(self, key: tuple) -> None:
         """Write new values, drawn under a new key, into the last call's input tensors."""
@@ -286,7 +298,7 @@ class Session:
     def time(self, req: dict[str, Any]) -> dict[str, Any]:
         """Median and spread of kernel_fn on the last call's inputs (see worker_timing)."""
         sampled = self._sampled(int(req.get("role", 0)))
-        self.previous, self.timed = None, {}
+        self.previous, self.timed = [], {}
         try:
             m = time_calls(sampled, self.refill, self.device.type == "cuda")
         except TimingRejected as exc:
@@ -322,7 +334,7 @@ class Session:
         its timed calls to torch, and the judge's clock would agree with torch's figure. Its
         cost per call is a few microseconds, within the judge's slack."""
         fn, check_at = self._fn(int(req.get("role", 0))), int(req["check_at"])
-        self.kept = self.previous = None
+        self.kept, self.previous = None, []
         monitor = TorchOpMonitor()
         try:
             self._sync()
@@ -352,7 +364,7 @@ class Session:
     def rounds(self, req: dict[str, Any], progress: Callable[[str], None]) -> dict[str, Any]:
         """Both kernels timed in alternating rounds on the last inputs (interleave.py)."""
         on_gpu, label = self.device.type == "cuda", req["label"]
-        self.previous = None
+        self.previous = []
         fns = [self._sampled(k) for k in (0, 1)]
         pairs = []
         for r in range(max(1, int(req["rounds"]))):
