@@ -51,6 +51,23 @@ ATTACKS = {
     "quote in a char literal": "char c = '\"'; int d = system(0);",
     "unterminated comment": "/* never closed",
     "non-ascii identifier": "int syst\u00e9m = 0;",
+    # what the compiler reads otherwise than a naive guard (tests/faults/guard_cuda_*)
+    "hex escape in asm": 'asm volatile("mov.u64 %0, \\x25\\x25globaltimer;" : "=l"(t));',
+    "octal escape in asm": 'asm volatile("mov.u32 %0, 1\\073 trap;" : "=r"(t));',
+    "ptx block comment": 'asm("mov.u64 %0, 0 /* // */; mov.u64 %0, %%globaltimer;" : "+l"(t));',
+    "unclosed ptx comment": 'asm("mov.u32 %0, 1; /* x" : "=r"(t));',
+    "splice after a space": '// x \\ \n/*\nasm("trap;");\n// */',
+    "lone carriage return": '// x\rasm("trap;");',
+    "digit separator then underscore": "#define D(x)\nD(1'_) asm(\"trap;\"); D(2'_)",
+    "digit separator then dollar": "#define D(x)\nD(1'$) int k; D(2'$)",
+    "dollar": "int a$b = 0;",
+    "__has_include probe": '#if __has_include("/root/.ssh/id_rsa")\n#error yes\n#endif',
+    "__has_include header name": "#if __has_include(</*>)\n#endif\n#include </etc/passwd>\n// */",
+    "__has_include_next": "#ifdef X\n#elif __has_include_next(<x>)\n#endif",
+    "gridid register": 'asm volatile("mov.u64 %0, %%gridid;" : "=l"(g));',
+    "gridid function": "unsigned long long g = cuda::ptx::get_sreg_gridid();",
+    "envreg register": 'asm("mov.u32 %0, %%envreg1;" : "=r"(g));',
+    "shadowed special register": 'asm("{ .reg .u64 %%gridid; mov.u64 %0, %%gridid; }" : "=l"(g));',
 }
 
 HONEST = r"""
@@ -106,6 +123,12 @@ def test_ptx_allowlist_reads_labels_predicates_and_blocks():
     )
     assert ptx_problems("mov.u32 %0, %%globaltimer;\\n\\ttrap;") != []
     assert ptx_problems(".global .u32 g;") != []
+
+
+def test_ptx_reads_declared_registers_and_shape_registers():
+    assert ptx_problems("{ .reg .b32 %%r<2>; mov.u32 %%r1, %%laneid; mov.u32 %0, %%r1; }") == []
+    assert ptx_problems("mov.u32 %0, %%tid.x;\\n\\tmov.u32 %1, %%ctaid.y; // %%clock") == []
+    assert check_cuda_source("unsigned t = cuda::ptx::get_sreg_tid_x();") == []
 
 
 def test_entry_points_carry_parameter_kinds():

@@ -44,6 +44,7 @@ ALLOWED_HEADER_DIRS = ("cooperative_groups/", "cub/", "cuda/", "nv/", "cute/", "
 HEADER_NAME = re.compile(r"[A-Za-z0-9_]+(?:/[A-Za-z0-9_]+)*(?:\.(?:h|hpp|cuh|inl))?")
 DIRECTIVES = frozenset({"include", "define", "undef", "if", "ifdef", "ifndef", "elif", "else",
                         "endif", "pragma", "error", "warning", "elifdef", "elifndef"})  # fmt: skip
+CONDITIONALS = frozenset({"if", "elif", "ifdef", "ifndef", "elifdef", "elifndef"})
 PRAGMAS = frozenset({"unroll", "nounroll", "once", "nv_diag_suppress", "nv_diag_default"})
 
 # PTX instructions inline asm may use, by the name before the first dot: tensor cores, memory
@@ -59,6 +60,24 @@ PTX_ALLOWED = frozenset(
      "abs", "and", "or", "xor", "not", "shl", "shr", "bra", "nanosleep", "stas", "multimem"}
 )  # fmt: skip
 PTX_DIRECTIVES = frozenset({".reg"})  # declarations a PTX block may open with
+# PTX special registers inline asm may read (%tid.x, %laneid, ...): where a thread runs and how
+# the launch is shaped. Every other one is refused: the clocks and performance counters, and
+# %gridid (the context's launch count: a gap since the kernel's previous call tells it that
+# another kernel, the timed loop's L2 flush, ran in between), %current_graph_exec, %envreg<n>.
+PTX_SREGS = frozenset(
+    {"tid", "ntid", "laneid", "warpid", "nwarpid", "ctaid", "nctaid", "smid", "nsmid",
+     "is_explicit_cluster", "clusterid", "nclusterid", "cluster_ctaid", "cluster_nctaid",
+     "cluster_ctarank", "cluster_nctarank", "lanemask_eq", "lanemask_le", "lanemask_lt",
+     "lanemask_ge", "lanemask_gt", "total_smem_size", "aggr_smem_size", "dynamic_smem_size",
+     "reserved_smem_offset_begin", "reserved_smem_offset_end", "reserved_smem_offset_cap",
+     "reserved_smem_offset_2"}
+)  # fmt: skip
+PTX_NAME = re.compile(r"%+([A-Za-z_$][\w$]*)")
+SREG_FUNCTION = re.compile(r"get_sreg_(\w+?)(?:_is_not_supported_before_\w*)?")
+# The escapes an asm string may use: the guard reads PTX as written, so `\x25`, `\073` or `\12`
+# would show ptxas a `%`, a `;` or a line break the guard never saw.
+ASM_ESCAPE = re.compile(r"\\(.)", re.S)
+PTX_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)  # ptxas reads both, left to right
 ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
 ASM_QUALIFIERS = frozenset({"volatile", "__volatile__", "inline", "goto"})
 
@@ -81,6 +100,7 @@ FORBIDDEN_NAMES = frozenset(
      "filebuf", "filesystem", "_Pragma", "__pragma", "cudaMalloc",
      "cudaFree", "cudaMemcpy", "cudaMemcpyAsync", "cudaStreamCreate", "cudaLaunchKernel",
      "cudaDeviceSynchronize", "cudaSetDevice", "cudaGraphLaunch", "__nv_cudaEntityRegister",
+     "__has_include", "__has_include_next", "__has_embed",
 }
 )  # fmt: skip
 # C++ and CUDA keywords: a macro of one of these names would change what the guard read.
@@ -189,6 +209,9 @@ class _Judge:
                 self.asm(toks, i)
             elif tok.kind == "ident" and CLOCK_NAME.search(tok.text):
                 self.flag(tok.line, f"{tok.text} reads a clock: a kernel may not time itself")
+            elif tok.kind == "ident" and _bad_sreg_function(tok.text):
+                self.flag(tok.line, f"{tok.text} reads a special register that is not allowed "
+                          f"(allowed: {', '.join(sorted(PTX_SREGS))})")  # fmt: skip
             elif tok.kind == "ident" and tok.text in FORBIDDEN_NAMES:
                 self.flag(tok.line, f"{tok.text} is not allowed in CUDA source: kernels "
                           "compute on the device; no system, file, network, process or thread "
@@ -202,8 +225,26 @@ PTX_SPLIT = re.compile(r";|\\n|\n")
 def ptx_problems(template: str) -> list[str]:
     """Why the PTX of one asm statement is refused: one line per instruction not allowed."""
     problems = []
-    text = re.sub(r"//[^\n]*?(\\n|$)", ";", template.replace("\\t", " "))
-    for stmt in PTX_SPLIT.split(text):
+    escapes = {m.group(1) for m in ASM_ESCAPE.finditer(template)} - {"n", "t"}
+    if escapes:
+        shown = ", ".join("\\" + e for e in sorted(escapes))
+        return [f"escape {shown} in inline asm: write the PTX out (only \\n and \\t)"]
+    text = template.replace("\\t", " ").replace("\\n", "\n")
+    if "/*" in PTX_COMMENT.sub(" ", text):
+        return ["a PTX /* comment in inline asm is never closed"]
+    text = PTX_COMMENT.sub(" ", text)
+    stmts = PTX_SPLIT.split(text)
+    declared = set()
+    for stmt in stmts:
+        if stmt.strip().strip("{}").strip().startswith(".reg"):
+            declared |= {m.group(1) for m in PTX_NAME.finditer(stmt)}
+    for name in sorted({m.group(1) for m in PTX_NAME.finditer(text)}):
+        base = re.sub(r"\d+$", "", name)
+        if name in PTX_SREGS or ((name in declared or base in declared) and not _sreg_like(name)):
+            continue  # a special register allowed, or a register the asm declared
+        problems.append(f"PTX register %{name} is not allowed in inline asm (special registers "
+                        f"allowed: {', '.join(sorted(PTX_SREGS))})")  # fmt: skip
+    for stmt in stmts:
         stmt = stmt.strip().strip("{}").strip()
         while re.match(r"[A-Za-z_$][\w$]*:", stmt):  # labels
             stmt = stmt.split(":", 1)[1].strip()
@@ -228,6 +269,20 @@ def ptx_problems(template: str) -> list[str]:
     return problems
 
 
+def _sreg_like(name: str) -> bool:
+    """Whether a PTX name is (or shadows) a special register outside PTX_SREGS."""
+    return (
+        re.fullmatch(r"(clock|globaltimer|pm|envreg|gridid|current_graph_exec)\w*", name)
+        is not None
+    )
+
+
+def _bad_sreg_function(word: str) -> bool:
+    """cuda::ptx::get_sreg_<name>() of a special register outside PTX_SREGS."""
+    m = SREG_FUNCTION.fullmatch(word)
+    return m is not None and re.sub(r"_[xyz]$", "", m.group(1)) not in PTX_SREGS
+
+
 def check_cuda_source(source: str) -> list[Finding]:
     """Findings of the C++ guard (empty when clean). Never raises for bad source: what the
     tokenizer cannot read is itself a finding."""
@@ -244,6 +299,8 @@ def check_cuda_source(source: str) -> list[Finding]:
             judge.directive(line)
             if len(line) > 1 and line[1].text == "define":
                 judge.tokens(line[3:])  # a macro's body, judged on its own: asm in it too
+            elif len(line) > 1 and line[1].text in CONDITIONALS:
+                judge.tokens(line[2:])  # a condition's names: __has_include probes the disk
             code.append(Token(DIRECTIVE, "#", line[0].line))
         else:
             code.extend(line)

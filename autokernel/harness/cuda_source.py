@@ -23,6 +23,7 @@ PUNCT2 = ("::", "->", "++", "--", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||"
 RAW_PREFIXES = frozenset({"R", "u8R", "uR", "UR", "LR"})
 STRING_PREFIXES = frozenset({"u8", "u", "U", "L"})
 TRIGRAPH = re.compile(r"\?\?[=/'()!<>\-]")
+SPACED_SPLICE = re.compile(r"\\[ \t\f\v]+\r?\n")
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,12 @@ def _splice(source: str) -> tuple[str, list[int]]:
     line, i, n = 1, 0, len(source)
     while i < n:
         c = source[i]
+        if c == "\r" and not source.startswith("\n", i + 1):
+            raise SourceError(f"line {line}: a carriage return that is not part of CR LF (the "
+                              "compiler's preprocessor ends a line there)")  # fmt: skip
+        if c == "\\" and SPACED_SPLICE.match(source, i):
+            raise SourceError(f"line {line}: whitespace between a backslash and the end of "
+                              "the line (the preprocessor still joins the lines)")  # fmt: skip
         if c == "\\" and source.startswith("\n", i + 1):
             line, i = line + 1, i + 2
             continue
@@ -97,8 +104,13 @@ def tokenize(source: str) -> list[Token]:
                     j += 2
                 elif d.isalnum() or d in "._":
                     j += 1
-                elif d == "'" and j + 1 < n and text[j + 1].isalnum():
+                elif d == "'" and j + 1 < n and _ident_char(text[j + 1]):
                     j += 1  # a digit separator, never a character literal
+                elif d == "'" and j + 1 < n and (text[j + 1] in "$\\" or ord(text[j + 1]) > 127):
+                    # the preprocessor's number goes on through `'$`, `'\u..` and `'é`: what
+                    # would read here as a character literal is code to the compiler
+                    raise SourceError(f"line {at(j)}: a digit separator before "
+                                      f"{text[j + 1]!r}; write plain ASCII digits")  # fmt: skip
                 else:
                     break
             out.append(Token("number", text[i:j], at(i)))
@@ -126,6 +138,9 @@ def tokenize(source: str) -> list[Token]:
             out.append(Token("string" if c == '"' else "char", text[i:end], at(i)))
             i = end
         else:
+            if c == "$":
+                # the compiler reads `$` as part of an identifier or number, the guard would not
+                raise SourceError(f"line {at(i)}: '$' outside a literal; write plain identifiers")
             if TRIGRAPH.match(text, i):
                 raise SourceError(f"line {at(i)}: trigraph {text[i : i + 3]!r} is not allowed")
             if text.startswith("%:", i) or text.startswith("<:", i) or text.startswith("%>", i):
@@ -141,6 +156,10 @@ def tokenize(source: str) -> list[Token]:
                 out.append(Token("punct", c, at(i)))
                 i += 1
     return out
+
+
+def _ident_char(c: str) -> bool:
+    return c.isascii() and (c.isalnum() or c == "_")
 
 
 def _after_include(out: list[Token]) -> bool:
