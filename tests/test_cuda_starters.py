@@ -129,10 +129,14 @@ def test_row_starters_move_16_byte_vectors_without_spilling(kind, tmp_path):
     every value in registers: a struct of bf16 copied element by element, or a register array
     indexed at run time, shows here before it costs 3x on the GPU."""
     source, config, _ = _literals(ROOT / "kernels" / "cuda" / f"{kind}.py")
-    report, _ = _nvcc(source, config, tmp_path, "-Xptxas", "-v")
+    # one build gives both: ptxas's report and, kept, the PTX it assembled (a second nvcc run
+    # for -ptx cost 10-20 s a starter on two cores)
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    report, _ = _nvcc(source, config, tmp_path, "-Xptxas", "-v", "-keep", f"-keep-dir={keep}")
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
     assert spills and all(s == ("0", "0") for s in spills), report
-    _, ptx = _nvcc(source, config, tmp_path, "-ptx")
+    (ptx,) = keep.glob("*.ptx")
     text = ptx.read_text()
     assert "ld.global.nc.v4.u32" in text
     if kind in WRITES_ROWS:
