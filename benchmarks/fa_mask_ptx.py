@@ -27,6 +27,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 import autokernel.launch  # noqa: F401  (sets TRITON_INTERPRET where there is no GPU: before load)
+from benchmarks import runner
 
 B, H, S, D = 4, 16, 1024, 64  # BERT-large-ish attention at 4x1024 tokens
 QKV_STRIDES = (S * H * D, D, H * D, 1)  # (B, S, H, D) transposed to (B, H, S, D), as HF passes
@@ -111,18 +112,20 @@ def main() -> None:
                     help="starter file(s) to compare (default: kernels/flash_attention.py)")  # fmt: skip
     ap.add_argument("--out", type=Path, help="also write the markdown table here")
     ap.add_argument("--json", type=Path, help="also write {kernel: {layout: counts}} here")
-    args = ap.parse_args()
+    args = runner.add_arguments(ap).parse_args()
     kernels = args.kernel or [Path("kernels/flash_attention.py")]
     lines = [f"triton {triton.__version__}, sm_90 PTX, bf16 Q/K/V {B}x{H}x{S}x{D}, bool mask",
              "", "| kernel | mask layout | " + " | ".join(COUNTED) + " | PTX bytes |",
              "|---|---|" + "---:|" * (len(COUNTED) + 1)]  # fmt: skip
     found: dict[str, dict[str, dict[str, int]]] = {}
+    rows: list[dict[str, object]] = []
     for path in kernels:
         mod = load(path)
         for label, strides in LAYOUTS.items():
             ptx = compile_ptx(mod, strides)
             row = counts(ptx)
             found.setdefault(str(path), {})[label] = row
+            rows.append({"kernel": str(path), "mask": label, **row, "ptx_bytes": len(ptx)})
             lines.append(f"| {path} | {label} | " + " | ".join(str(v) for v in row.values())
                          + f" | {len(ptx)} |")  # fmt: skip
     text = "\n".join(lines)
@@ -131,6 +134,7 @@ def main() -> None:
         args.out.write_text(text + "\n")
     if args.json:
         args.json.write_text(json.dumps(found, indent=1) + "\n")
+    runner.record("fa_mask_ptx", rows, text, commit=args.commit, results=args.results)
 
 
 if __name__ == "__main__":

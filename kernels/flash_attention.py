@@ -101,37 +101,15 @@ def _add_bias(qk, bias, MASK_BOOL: tl.constexpr):
 
 
 @triton.jit
-def _attend_blocks(
-    acc,
-    l_i,
-    m_i,
-    q,
-    K_base,
-    V_base,
-    K_seq_stride,
-    K_dim_stride,
-    V_seq_stride,
-    V_dim_stride,
-    offs_m,
-    offs_d,
-    seq_q,
-    seq_k,
-    qk_scale,
-    lo,
-    hi,
-    M_base,
-    M_q_stride,
-    M_k_stride,
-    MASKED: tl.constexpr,  # False: every key in [lo, hi) is visible to every row of the tile
-    CAUSAL: tl.constexpr,
-    MASK_MODE: tl.constexpr,  # 0: no mask; 1: read as a tile per block; 2: as one column
-    MASK_BOOL: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    DOT_MODE: tl.constexpr,
-):
-    """Fold the key/value blocks [lo, hi) into the running (acc, l_i, m_i) of the online softmax."""
+def _attend_blocks(acc, l_i, m_i, q, K_base, V_base, K_seq_stride, K_dim_stride, V_seq_stride,
+                   V_dim_stride, offs_m, offs_d, seq_q, seq_k, qk_scale, lo, hi, M_base,
+                   M_q_stride, M_k_stride, MASKED: tl.constexpr, CAUSAL: tl.constexpr,
+                   MASK_MODE: tl.constexpr, MASK_BOOL: tl.constexpr, HEAD_DIM: tl.constexpr,
+                   BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
+                   DOT_MODE: tl.constexpr):  # fmt: skip
+    """Fold the key/value blocks [lo, hi) into the running (acc, l_i, m_i) of the online softmax.
+    MASKED False: every key in [lo, hi) is visible to every row of the tile. MASK_MODE 0: no
+    attn_mask; 1: read as a tile per key block; 2: as one column (see _mask_mode)."""
     offs_n_base = tl.arange(0, BLOCK_N)
     if MASK_MODE == 2:
         # Constant along keys: one column, loaded once for all key blocks. Read as a tile, such
@@ -300,24 +278,10 @@ def kernel_fn(
     mask_key = None
     if attn_mask is not None:
         mask_key = (attn_mask.shape, attn_mask.stride(), attn_mask.dtype)
-    key = (
-        Q.shape,
-        Q.stride(),
-        Q.dtype,
-        Q.device,
-        Q.data_ptr() % 16,
-        K.shape,
-        K.stride(),
-        K.dtype,
-        K.data_ptr() % 16,
-        V.shape,
-        V.stride(),
-        V.dtype,
-        V.data_ptr() % 16,
-        bool(causal),
-        mask_key,
-        *CONFIG.values(),
-    )
+    key = (Q.shape, Q.stride(), Q.dtype, Q.device, Q.data_ptr() % 16,
+           K.shape, K.stride(), K.dtype, K.data_ptr() % 16,
+           V.shape, V.stride(), V.dtype, V.data_ptr() % 16,
+           bool(causal), mask_key, *CONFIG.values())  # fmt: skip
     run = _PLANS.get(key)
     if run is None:
         run = remember(_PLANS, key, _plan(Q, K, V, bool(causal), attn_mask))
