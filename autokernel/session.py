@@ -7,6 +7,7 @@ reported as one message that says what to do.
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import time
@@ -24,7 +25,7 @@ from autokernel.run import layout
 from autokernel.run.lock import LockError, RunLock
 from autokernel.run.recovery import check_branch
 from autokernel.run.results import ResultsLog
-from autokernel.run.state import State, load, new_state
+from autokernel.run.state import State, StateError, load, new_state
 from autokernel.run.workspace import Workspace, WorkspaceError
 from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.views.live import RunView
@@ -143,10 +144,13 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
     import torch
 
     root = req.workspace
+    damaged = None
     try:
         previous = load(root)
-    except ValueError as exc:
-        raise SessionError(str(exc)) from None
+    except StateError as exc:
+        if req.resume:
+            raise SessionError(str(exc)) from None
+        previous, damaged = None, root / layout.STATE_FILE  # a new run replaces it, kept aside
     on_gpu = torch.cuda.is_available()
     try:
         mode = parse_mode(req.mode, "cuda" if on_gpu else "cpu")
@@ -232,6 +236,14 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
     else:
         loop = Loop(ws, state, agent, results, settings, view)
     loop_ref.append(loop)
+    if damaged is not None:
+        kept = damaged.with_name(f"{damaged.name}.damaged")
+        try:
+            damaged.replace(kept)  # never read again, but not destroyed: the user may want it
+        except OSError as exc:
+            raise SessionError(f"cannot move the damaged {damaged} aside: {exc}") from None
+        view.event(f"note: the earlier run's state file was damaged; kept as {kept}, and this "
+                   "new run starts its own")  # fmt: skip
     if previous is not None and not req.resume and previous.ended != "every target is finished":
         view.event(f"note: the earlier run {previous.tag} stays on its branch; this new run "
                    "replaces its state, so it can no longer be resumed")  # fmt: skip
@@ -351,15 +363,19 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
         loop.state.ended = f"stopped: {exc}"
         _save_quietly(loop)
         raise SessionError(str(exc)) from None
-    except Exception as exc:  # a bug of ours: keep the night's work resumable, say where to look
-        view.log_exception(exc)
-        loop.state.ended = f"internal error: {type(exc).__name__}: {exc}"
-        _save_quietly(loop)
+    except OSError as exc:
+        if exc.errno not in _FULL_OR_FORBIDDEN:
+            raise _internal(loop, view, exc) from None
+        # a full disk or a folder made read-only under the run (state.json, a verdict, the
+        # log): the machine's, not a bug; the files are written so that --resume goes on
+        loop.state.ended = f"stopped: {exc}"
+        saved = _save_quietly(loop)
         raise SessionError(
-            f"internal error ({type(exc).__name__}: {exc}); the traceback is in "
-            f"{view.log_path}. The run's state is saved: `autokernel run --resume` continues it. "
-            "Please report this with the log."
+            f"cannot write: {exc}. Free space or fix permissions, then `autokernel run --resume` "
+            "continues the run" + ("" if saved else " from its last saved step")
         ) from None
+    except Exception as exc:  # a bug of ours: keep the night's work resumable, say where to look
+        raise _internal(loop, view, exc) from None
     finally:
         signal.signal(signal.SIGINT, old_int)
         signal.signal(signal.SIGTERM, old_term)
@@ -368,13 +384,32 @@ def execute(loop: Loop, view: RunView, resume: bool) -> Outcome:
             loop.lock.release()
 
 
-def _save_quietly(loop: Loop) -> None:
+# errno values of a full disk, a quota, a read-only or forbidden folder
+_FULL_OR_FORBIDDEN = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def _internal(loop: Loop, view: RunView, exc: Exception) -> SessionError:
+    """A bug of ours: log the traceback, keep the night's work resumable, say where to look."""
+    view.log_exception(exc)
+    loop.state.ended = f"internal error: {type(exc).__name__}: {exc}"
+    saved = _save_quietly(loop)
+    return SessionError(
+        f"internal error ({type(exc).__name__}: {exc}); the traceback is in "
+        f"{view.log_path}. "
+        + ("The run's state is saved: " if saved else "")
+        + "`autokernel run --resume` continues it. Please report this with the log."
+    )
+
+
+def _save_quietly(loop: Loop) -> bool:
+    """Save the state if the disk lets us; whether it did."""
     from autokernel.run.state import save
 
     try:
         save(loop.state, loop.ws.root)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def summary(outcome: Outcome, root: Path) -> list[str]:

@@ -151,3 +151,10 @@ def test_malformed_yaml_names_file_and_line(tmp_path):
     with pytest.raises(AgentError, match="expected `key: value` lines"):
         load_settings(path)
     assert load_settings(tmp_path / "absent.yaml") == {}
+
+
+def test_binary_settings_file_is_a_message_not_a_traceback(tmp_path):
+    path = tmp_path / "autokernel.yaml"
+    path.write_bytes(b"\xff\xfe\x00agent: tuner\n")  # garbage, or a UTF-16 file
+    with pytest.raises(AgentError, match=rf"{path}: not UTF-8 text"):
+        load_settings(path)

@@ -143,6 +143,49 @@ def test_the_session_releases_the_lock_when_the_run_ends(tmp_path):
     RunLock(tmp_path).acquire().release()
 
 
+def test_a_full_disk_under_the_state_file_says_so_not_internal_error(tmp_path, monkeypatch):
+    """ENOSPC while saving state.json (or a verdict, or the log) is the machine's, not a bug:
+    the message says to free space and resume, and the resume loses and repeats nothing."""
+    import errno
+
+    import autokernel.loop as loop_module
+
+    real_save, calls = loop_module.save, [0]
+
+    def full_on_the_sixth(state, root):
+        calls[0] += 1
+        if calls[0] == 6:
+            raise OSError(errno.ENOSPC, "No space left on device", str(root / STATE_FILE))
+        real_save(state, root)
+
+    monkeypatch.setattr(loop_module, "save", full_on_the_sixth)
+    harness = FakeHarness()
+    loop, _ = make_loop(tmp_path, harness, max_experiments=4, begin=False)
+    with pytest.raises(SessionError) as caught:
+        execute(loop, RunView(tmp_path, quiet=True), resume=False)
+    message = str(caught.value)
+    assert "internal error" not in message and "report" not in message
+    assert "No space left on device" in message and "Free space" in message
+    assert "autokernel run --resume" in message
+    monkeypatch.setattr(loop_module, "save", real_save)
+    reopen(tmp_path, harness, max_experiments=2).run()
+    numbers = [int(r["experiment"]) for r in rows(tmp_path)]
+    assert numbers == list(range(len(numbers))) and len(numbers) >= 3
+
+
+def test_a_damaged_state_file_does_not_block_a_new_run(tmp_path):
+    """Its message says to start a new run; that new run must then start, keeping the file."""
+    state_file = tmp_path / STATE_FILE
+    state_file.parent.mkdir(parents=True)
+    state_file.write_bytes(b"\x8b\x00{half a json")
+    with pytest.raises(SessionError, match="without --resume starts a new one"):
+        prepare(RunRequest(workspace=tmp_path, resume=True, agent="tuner"))
+    loop, _ = prepare(RunRequest(workspace=tmp_path, kernel="softmax", agent="tuner", tag="t2"))
+    loop.lock.release()
+    assert (tmp_path / ".autokernel" / "state.json.damaged").read_bytes().endswith(b"json")
+    assert not state_file.exists()  # the new run writes its own when it begins
+
+
 # ---- the starter must be evaluable -------------------------------------------------------------
 
 

@@ -368,3 +368,27 @@ def test_a_stale_ref_lock_left_by_a_killed_run_is_cleared(user_repo):
     assert ws.clear_stale_git_locks(wait_s=0.3, stale_s=60.0) == [lock]
     ws._git("update-ref", "refs/autokernel/attempts/2", sha)
     assert 2 in ws.attempts()
+
+
+@pytest.mark.parametrize(
+    "err",
+    [
+        "fatal: sha1 file '/w/.git/index.lock' write error. Out of diskspace",  # git's own words
+        "error: unable to write file kernel.py: No space left on device",
+    ],
+)
+def test_a_git_write_on_a_full_disk_says_free_space_not_a_lock(tmp_path, err):
+    """git names index.lock when a write fails for lack of space; the hint must not send the
+    user looking for another git command or a stale lock."""
+    ws = Workspace.open(tmp_path)
+
+    class FullDisk:
+        def __getattr__(self, name):
+            return lambda *args, **kwargs: (128, "", err)
+
+    ws._repo = type("Repo", (), {"git": FullDisk()})()
+    with pytest.raises(WorkspaceError) as caught:
+        ws._git("commit", "-m", "x")
+    message = str(caught.value)
+    assert "the disk is full: free space, then `autokernel run --resume`" in message
+    assert "another git command" not in message

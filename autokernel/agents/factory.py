@@ -87,6 +87,10 @@ def _read_settings(path: Path) -> dict[str, Any]:
         raise AgentError(f"{where}: not valid YAML: {problem}") from None
     except OSError as e:
         raise AgentError(f"cannot read {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:  # binary garbage, or saved in another encoding
+        raise AgentError(
+            f"{path}: not UTF-8 text (byte {e.start}): save it as UTF-8 or remove it"
+        ) from None
     if data is None:
         return {}
     if not isinstance(data, dict):

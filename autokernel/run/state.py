@@ -256,4 +256,8 @@ def load(workspace: Path) -> State | None:
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:
-        raise StateError(f"{path} is damaged ({exc}); start a new run with another --tag") from exc
+        raise StateError(
+            f"{path} is damaged ({exc}), so this run cannot be resumed: `autokernel run` without "
+            f"--resume starts a new one (its branch and results.tsv stay; the file is kept as "
+            f"{path.name}.damaged)"
+        ) from exc

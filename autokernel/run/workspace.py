@@ -32,6 +32,9 @@ DEFAULT_EMAIL = "autokernel@localhost"
 # or veto an overnight run.
 COMMIT_FLAGS = ("--no-verify", "--no-gpg-sign")
 _TARGET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+# How git says a write failed for lack of space ("sha1 file '.git/index.lock' write error. Out
+# of diskspace", "unable to write ...: No space left on device", a quota)
+_DISK_FULL = ("out of diskspace", "no space left", "disk quota exceeded")
 
 
 class WorkspaceError(Exception):
@@ -98,7 +101,9 @@ class Workspace:
         status, out, err = run(*args, with_extended_output=True, with_exceptions=False)
         if check and status != 0:
             hint = ""
-            if ".lock" in err:
+            if any(sign in err.lower() for sign in _DISK_FULL):  # its message names a .lock too
+                hint = " (the disk is full: free space, then `autokernel run --resume`)"
+            elif ".lock" in err:
                 hint = " (another git command is running, or a crashed one left its lock file)"
             raise WorkspaceError(f"git {cmd} failed: {err.strip() or out.strip()}{hint}")
         return status, out, err
