@@ -285,3 +285,40 @@ class ParallelLoop(SlotJobs, Loop):
 
     def pending_path(self, n: int) -> Path:
         return self.ws.root / layout.pending(n)
+
+
+def open_parallel_loop(parallel: dict, log_dir: Path, parts: tuple) -> ParallelLoop:
+    """The parallel loop over a local process pool or a Ray cluster, its workers' log in
+    log_dir; PoolError where the pool cannot start. A local pool needs no Ray: one machine's
+    GPUs are started as processes of our own, as a lone worker is."""
+    ws, state, agent, results, settings, view = parts
+    workers, address = parallel.get("workers"), parallel.get("ray_address")
+    pool = _make_pool(workers, address, settings.on_gpu, log_dir)
+    settings.on_gpu = settings.on_gpu or pool.on_gpu  # a CPU driver of a GPU cluster
+    where = f"the Ray cluster at {address}" if address else "this machine"
+    view.event(f"{len(pool.slots)} workers on {where}: one candidate each at a time; "
+               "experiments are written in order by this process")  # fmt: skip
+    if pool.note:
+        view.event(f"note: {pool.note}")
+    gpus = {pool.where(s) for s in pool.slots}
+    if settings.on_gpu and not address and len(gpus) < len(pool.slots):
+        view.event(f"note: {len(pool.slots)} workers share {len(gpus)} GPU(s): their timings "
+                   "disturb each other, so keep decisions are noisier")  # fmt: skip
+    return ParallelLoop(ws, state, agent, results, settings, view, pool=pool)
+
+
+def _make_pool(workers: int | None, ray_address: str | None, on_gpu: bool, log_dir: Path) -> Pool:
+    """The pool the flags ask for: Ray when given an address, else processes of this machine
+    (one per GPU, or interpreter processes). Ray is imported only when asked for."""
+    from autokernel.pool import LocalPool
+
+    if ray_address:
+        from autokernel.ray_pool import RayPool
+
+        return RayPool(ray_address, workers, on_gpu, log_dir)
+    gpus = 0
+    if on_gpu:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    return LocalPool(workers or 1, gpus, log_dir)

@@ -31,7 +31,7 @@ from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.views.live import RunView
 
 if TYPE_CHECKING:
-    from autokernel.pool import Pool
+    pass
 
 DEFAULT_HOURS = 10.0
 
@@ -259,46 +259,15 @@ def _parallel(req: RunRequest, state: State) -> dict:
     return state.parallel
 
 
-def _make_pool(workers: int | None, ray_address: str | None, on_gpu: bool, log_dir: Path) -> Pool:
-    """The pool the flags ask for: Ray when given an address, else processes of this machine
-    (one per GPU, or interpreter processes). Ray is imported only when asked for."""
-    from autokernel.pool import LocalPool
-
-    if ray_address:
-        from autokernel.ray_pool import RayPool
-
-        return RayPool(ray_address, workers, on_gpu, log_dir)
-    gpus = 0
-    if on_gpu:
-        import torch
-
-        gpus = torch.cuda.device_count()
-    return LocalPool(workers or 1, gpus, log_dir)
-
-
 def _parallel_loop(parallel: dict, root: Path, parts: tuple) -> Loop:
-    """The parallel loop over a local process pool or a Ray cluster. A local pool needs no
-    Ray: one machine's GPUs are started as processes of our own, as a lone worker is."""
-    from autokernel.parallel import ParallelLoop
+    """The parallel loop the flags ask for (autokernel.parallel.open_parallel_loop)."""
+    from autokernel.parallel import open_parallel_loop
     from autokernel.pool import PoolError
 
-    ws, state, agent, results, settings, view = parts
-    workers, address = parallel.get("workers"), parallel.get("ray_address")
     try:
-        pool = _make_pool(workers, address, settings.on_gpu, root / layout.WORKERS)
+        return open_parallel_loop(parallel, root / layout.WORKERS, parts)
     except PoolError as exc:
         raise SessionError(str(exc)) from None
-    settings.on_gpu = settings.on_gpu or pool.on_gpu  # a CPU driver of a GPU cluster
-    where = f"the Ray cluster at {address}" if address else "this machine"
-    view.event(f"{len(pool.slots)} workers on {where}: one candidate each at a time; "
-               "experiments are written in order by this process")  # fmt: skip
-    if pool.note:
-        view.event(f"note: {pool.note}")
-    gpus = {pool.where(s) for s in pool.slots}
-    if settings.on_gpu and not address and len(gpus) < len(pool.slots):
-        view.event(f"note: {len(pool.slots)} workers share {len(gpus)} GPU(s): their timings "
-                   "disturb each other, so keep decisions are noisier")  # fmt: skip
-    return ParallelLoop(ws, state, agent, results, settings, view, pool=pool)
 
 
 def _intro(state: State, agent: Agent, on_gpu: bool, root: Path) -> list[str]:
