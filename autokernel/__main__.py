@@ -1,5 +1,5 @@
 """`python -m autokernel`: the same command line as the `autokernel` script."""
 
-from autokernel.cli import main
+from autokernel.entry import main
 
 main()

@@ -136,3 +136,23 @@ def test_every_error_the_cli_maps_names_an_exception_of_ours():
     assert caught.value.exit_code == 2
     with pytest.raises(KeyError), handled():
         raise KeyError("a bug keeps its traceback")
+
+
+def test_ctrl_c_while_starting_is_one_line_not_a_traceback(monkeypatch, capsys):
+    """A Ctrl-C while the commands import torch (seconds) comes before any command handles it."""
+    import importlib.abc
+
+    from autokernel import entry
+
+    class Interrupted(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "autokernel.cli":
+                raise KeyboardInterrupt
+            return None
+
+    monkeypatch.delitem(sys.modules, "autokernel.cli", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [Interrupted(), *sys.meta_path])
+    with pytest.raises(SystemExit) as stop:
+        entry.main()
+    assert stop.value.code == 130
+    assert capsys.readouterr().err == "interrupted while starting: nothing was written\n"
