@@ -102,6 +102,24 @@ def test_killed_after_an_invalid_row_resumes_without_repeating_its_number(tmp_pa
     assert numbers == [0, 1, 2, 3] and any("repaired" in e for e in events)
 
 
+def test_rows_cut_from_results_tsv_are_named_on_resume(tmp_path):
+    """A row is appended right after its verdict is saved: a verdict without a row means the
+    file was cut (by hand, or a damaged disk). The resume says which, and goes on."""
+    harness = FakeHarness()
+    loop, _ = make_loop(tmp_path, harness, max_experiments=3)
+    loop.run()
+    tsv = tmp_path / "results.tsv"
+    lines = tsv.read_text().splitlines(keepends=True)
+    tsv.write_text("".join(lines[:2]))  # the header and experiment 0
+    events = []
+    again = reopen(tmp_path, harness, max_experiments=1)
+    again.reporter.event = events.append
+    again.run()
+    (warning,) = [e for e in events if "no row" in e]
+    assert "experiment(s) 1, 2," in warning and "verdicts" in warning
+    assert [int(r["experiment"]) for r in rows(tmp_path)] == [0, 3]
+
+
 # ---- the workspace lock ------------------------------------------------------------------------
 
 

@@ -258,3 +258,16 @@ def test_the_backend_column_is_written_and_read(tmp_path):
     log.append(row(0, backend="cuda"))
     log.append(row(1))
     assert [r["backend"] for r in log.read()] == ["cuda", "-"]
+
+
+def test_a_damaged_header_still_reads_the_rows(tmp_path):
+    """A header naming fields we never write (a stray edit, a damaged disk) would hide every row
+    from report and resume; rows of today's width are read with today's columns."""
+    path = tmp_path / "r.tsv"
+    log = ResultsLog(path)
+    for n in range(3):
+        log.append(row(n))
+    text = path.read_text().split("\n", 1)[1]
+    path.write_text("experiment\tcommit\tGARBAGE\n" + text)
+    assert [r["experiment"] for r in ResultsLog(path).read()] == ["0", "1", "2"]
+    assert ResultsLog(path).experiments() == {0, 1, 2}

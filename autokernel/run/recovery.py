@@ -10,8 +10,9 @@ repair said, or the run stops with a message that says what to do.
 from __future__ import annotations
 
 from autokernel.harness.verdict import Verdict
+from autokernel.run import layout
 from autokernel.run.driver import Driver, QueueDriver
-from autokernel.run.state import State
+from autokernel.run.state import InFlight, State
 from autokernel.run.workspace import BRANCH_PREFIX, Workspace
 from autokernel.targets import TARGET_NAME
 
@@ -76,6 +77,23 @@ def cross_check(loop: Driver) -> None:
         loop.save()
     if f is None and s.head is not None:
         _off_reverted_head(loop, attempts)
+    _warn_lost_rows(loop, recorded, f)
+
+
+def _warn_lost_rows(loop: Driver, recorded: set[int], f: InFlight | None) -> None:
+    """Say which experiments have a saved verdict but no row: a row is appended right after its
+    verdict is saved, so these rows were cut from results.tsv by hand or by a damaged disk.
+    Their verdicts and commits are still there; the run goes on."""
+    folder = loop.ws.root / layout.VERDICTS
+    verdicts = {int(p.stem) for p in folder.glob("*.json") if p.stem.isdigit()}
+    lost = sorted(verdicts - recorded - ({f.experiment} if f is not None else set()))
+    if lost:
+        more = f" and {len(lost) - 10} more" if lost[10:] else ""
+        shown = ", ".join(map(str, lost[:10])) + more
+        loop.reporter.event(
+            f"warning: results.tsv has no row for experiment(s) {shown}, whose verdicts are in "
+            f"{folder}: the file was cut or edited; their commits are in git (git log --all)"
+        )
 
 
 def _off_reverted_head(loop: Driver, attempts: dict[int, str]) -> None:

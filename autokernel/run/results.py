@@ -239,7 +239,8 @@ class ResultsLog:
     def read(self) -> list[dict[str, str]]:
         """All complete rows, oldest first; [] when the file does not exist yet.
 
-        The header line names the fields; a torn last line and lines with the wrong number of
+        The header line names the fields (a header naming fields we never write was damaged:
+        today's columns are assumed); a torn last line and lines with the wrong number of
         fields are skipped.
         """
         try:
@@ -251,6 +252,8 @@ class ResultsLog:
         if not lines:
             return []
         header = lines[0].split("\t")
+        if not set(header) <= set(COLUMNS):
+            header = list(COLUMNS)  # a damaged header: rows of today's width are still read
         rows = []
         for line in lines[1:]:
             fields = line.split("\t")
