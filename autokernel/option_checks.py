@@ -48,13 +48,21 @@ def run_error(
         _at_least_one("--max-tokens", max_tokens),
         _positive("--timeout", timeout),
         _directory("--workspace", workspace),
-        None if plan is None or plan.is_file() else f"--plan {plan}: no such file",
+        _plan_file(plan),
         _at_least_one("--workers", workers),
         None
         if ray_address is None or ray_address.strip()
         else "--ray-address is empty: give auto, HOST:PORT or ray://HOST:PORT",
     )
     return next((p for p in problems if p), None)
+
+
+def _plan_file(plan: Path | None) -> str | None:
+    if plan is None or plan.is_file():
+        return None
+    if plan.is_dir():
+        return f"--plan {plan} is a directory: give the plan file (profile writes plan.yaml)"
+    return f"--plan {plan}: no such file"
 
 
 def bench_error(timeout: float, json_out: Path | None) -> str | None:

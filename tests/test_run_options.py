@@ -35,6 +35,7 @@ def invoke(*args: str):
         (["--timeout", "-5"], "--timeout must be a positive number"),
         (["--timeout", "nan"], "--timeout must be a positive number"),
         (["--plan", "no-such-plan.yaml"], "no such file"),
+        (["--plan", "."], "is a directory"),
     ],
 )
 def test_bad_run_options_are_refused_before_anything_starts(tmp_path, args, message):
