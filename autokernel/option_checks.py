@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 
 
@@ -31,6 +32,19 @@ def _directory(flag: str, path: Path) -> str | None:
     return None
 
 
+# A tag names the branch autokernel/<tag>: what git's ref rules allow, checked without a repository
+# so that a bad tag is refused before the workspace gets one.
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+def _tag(tag: str | None) -> str | None:
+    if tag is None:
+        return None
+    if not _TAG.fullmatch(tag) or ".." in tag or tag.endswith((".", ".lock")):
+        return f"invalid --tag {tag!r}: use letters, digits, '-', '_' or '.'"
+    return None
+
+
 def run_error(
     hours: float | None,
     max_experiments: int | None,
@@ -40,9 +54,11 @@ def run_error(
     plan: Path | None,
     workers: int | None = None,
     ray_address: str | None = None,
+    tag: str | None = None,
 ) -> str | None:
     """The first bad `autokernel run` option, or None."""
     problems = (
+        _tag(tag),
         _positive("--hours", hours),
         _at_least_one("--max-experiments", max_experiments),
         _at_least_one("--max-tokens", max_tokens),

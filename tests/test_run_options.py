@@ -36,6 +36,9 @@ def invoke(*args: str):
         (["--timeout", "nan"], "--timeout must be a positive number"),
         (["--plan", "no-such-plan.yaml"], "no such file"),
         (["--plan", "."], "is a directory"),
+        (["--tag", "bad tag/x"], "invalid --tag"),
+        (["--tag", "a..b"], "invalid --tag"),
+        (["--tag", "x.lock"], "invalid --tag"),
     ],
 )
 def test_bad_run_options_are_refused_before_anything_starts(tmp_path, args, message):

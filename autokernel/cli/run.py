@@ -132,7 +132,7 @@ def run(
         backend=backend,
     )  # fmt: skip
     problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan,
-                                      workers, ray_address)  # fmt: skip
+                                      workers, ray_address, tag)  # fmt: skip
     if problem:
         raise fail(problem)
     with handled():
