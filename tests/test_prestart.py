@@ -289,8 +289,11 @@ def marked_workers(mark: str) -> list[int]:
     return found
 
 
+# Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the suite was started in the
+# background of a shell script, whose children inherit SIGINT ignored (seen: a 60 s hang).
 HANG = """
-import sys
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from autokernel.harness.sandbox import Options, evaluate
 evaluate(sys.argv[1], Options(timeout_s=600, timing=False))  # untimed: the spare starts beside
 """
