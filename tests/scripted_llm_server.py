@@ -35,6 +35,7 @@ class Response:
     delay_s: float = 0.0
     prompt_tokens: int = 100
     completion_tokens: int = 20
+    raw: bytes | None = None  # sent as the body byte for byte, instead of `body` (not JSON...)
 
 
 @dataclass
@@ -163,7 +164,7 @@ def _handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 r = Response(404, f"no such path {path}")
             if r.delay_s:
                 time.sleep(r.delay_s)
-            payload = json.dumps(self._body(path, r)).encode()
+            payload = r.raw if r.raw is not None else json.dumps(self._body(path, r)).encode()
             try:
                 self.send_response(r.status)
                 self.send_header("Content-Type", "application/json")

@@ -101,6 +101,41 @@ def test_500_then_success():
     assert len(waits) == 1 and "HTTP 500: internal" in waits[0]
 
 
+def test_a_lone_surrogate_in_a_reply_is_sent_back_and_written_as_utf8():
+    """JSON may carry "\\ud800"; it cannot be encoded, so echoing the unusable reply made the
+    SDK raise UnicodeEncodeError, and a usable one could not become kernel.py or a commit."""
+    good = GOOD.replace("a wider block", "a wider\ud800 block").replace("=\n", "=\n# \udc80\n")
+    with ScriptedLLMServer([reply(BAD + " \ud800"), reply(good)]) as server:
+        proposal = openai_agent(server).propose(ctx())
+    assert len(server.requests) == 2
+    assert server.requests[1].body["messages"][2]["content"].endswith(" \ufffd")
+    proposal.source.encode("utf-8")
+    proposal.hypothesis.encode("utf-8")
+    assert "# \ufffd\nCONFIG" in proposal.source and "\ufffd" in proposal.hypothesis
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>502 Bad Gateway</html>", b'{"choices": [{"message": {"content": "\xff\xfe"}}]}'],
+    ids=["html", "not-utf8"],
+)
+def test_a_body_that_is_not_json_or_not_utf8_is_waited_out(body):
+    """Both were raised by the SDK unwrapped (JSONDecodeError, UnicodeDecodeError): the night
+    ended on one bad body from a gateway."""
+    waits: list[str] = []
+    with ScriptedLLMServer([Response(raw=body), reply(GOOD)]) as server:
+        proposal = openai_agent(server, on_wait=waits.append).propose(ctx())
+    assert proposal.hypothesis.startswith("a wider block")
+    assert len(waits) == 1 and "was not valid" in waits[0]
+
+
+def test_anthropic_body_that_is_not_json_is_waited_out():
+    waits: list[str] = []
+    with ScriptedLLMServer([Response(raw=b"\x00\xff not json"), reply(GOOD)]) as server:
+        proposal = anthropic_agent(server, on_wait=waits.append).propose(ctx())
+    assert proposal.hypothesis.startswith("a wider block") and len(waits) == 1
+
+
 @pytest.mark.slow
 def test_timeout_then_success():
     waits: list[str] = []

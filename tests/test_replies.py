@@ -174,3 +174,54 @@ def test_a_hypothesis_carries_no_control_sequence_to_the_terminal():
     got = extract_hypothesis("HYPOTHESIS: wider tiles\x1b[2J\x1b]52;c;aGk=\x07 \u202edone")
     assert got.startswith("wider tiles") and "done" in got
     assert not any(c in got for c in ("\x1b", "\x07", "\u202e"))
+
+
+def test_a_kernel_type_that_literal_eval_cannot_hash_is_an_error_not_a_crash():
+    """ast.literal_eval raises TypeError on `{[]: 1}`; it ended the night, past the loop."""
+    for value in ("{[]: 1}", "{{}}"):
+        source = NEW_FILE.replace('"softmax"', value)
+        reply = f"```python\n{source}```"
+        with pytest.raises(ReplyError, match="KERNEL_TYPE must stay"):
+            parse_reply(reply, CURRENT)
+    # an unhashable BACKEND is no literal: the default backend, the harness judges the rest
+    assert parse_reply(f"```python\n{NEW_FILE}BACKEND = {{[]: 1}}\n```", CURRENT)
+
+
+def test_a_lone_surrogate_becomes_a_replacement_character():
+    reply = f"HYPOTHESIS: wider\ud800 tiles\n```python\n{NEW_FILE}# \udc80\n```"
+    source, hypothesis = parse_reply(reply, CURRENT)
+    assert source.endswith("# \ufffd\n") and hypothesis == "wider\ufffd tiles"
+    source.encode("utf-8")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "<think>\n" * 40_000,  # many openers never closed: the regex rescanned from each
+        "```" + "a" * 40_000 + "`\n",  # one long fence line: overlapping repeats backtracked
+        "```" + " " * 40_000 + "`x\n",
+    ],
+    ids=["unclosed-think", "long-fence-word", "long-fence-space"],
+)
+def test_hostile_replies_are_rejected_in_linear_time(reply):
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(ReplyError):
+        parse_reply(reply, CURRENT)
+    assert time.monotonic() - start < 2.0  # minutes before
+
+
+def test_think_sections_of_either_tag_and_case_are_stripped_and_unclosed_ones_kept():
+    reply = (
+        "<think> a </think>keep1 <THINKING>b</thinking>keep2 <think>unclosed "
+        "<thinking>c</Thinking>keep3"
+    )
+    from autokernel.agents.replies import _strip_thinking
+
+    assert _strip_thinking(reply) == "keep1 keep2 <think>unclosed keep3"
+
+
+def test_a_fence_info_string_gives_its_language():
+    reply = f"```Python title=../reference.py\n{NEW_FILE}```\n```diff\n-x\n+y\n```"
+    assert parse_reply(reply, CURRENT)[0] == NEW_FILE

@@ -131,3 +131,10 @@ def test_values_beyond_one_that_lost_wait_until_the_rest_is_tried():
     assert order == [(2, "x"), (4, "y"), (2, "y"), (8, "y"), (1, "x"), (16, "x"), (1, "y"),
                      (16, "y")]  # fmt: skip
     assert len(order) == len(set(order)) == 5 * 2 - 2  # nothing dropped, nothing twice
+
+
+def test_a_config_with_an_unhashable_key_is_an_agent_error():
+    """literal_eval raises TypeError on `{[]: 1}`: the loop reads an LLM kernel's CONFIG after
+    its verdict, and the TypeError ended the night and every resume after it."""
+    with pytest.raises(AgentError, match="not a literal dict"):
+        read_config(TINY.replace('CONFIG = {"A": 1,', 'CONFIG = {[]: 1, "A": 1,'))

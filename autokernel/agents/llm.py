@@ -15,7 +15,7 @@ from datetime import datetime
 from autokernel.agents.base import AgentError, AgentStopped, Context, InvalidReply, Proposal
 from autokernel.agents.prompt import build_messages
 from autokernel.agents.providers import Completion, Provider, TransientError
-from autokernel.agents.replies import ReplyError, parse_reply
+from autokernel.agents.replies import ReplyError, parse_reply, well_formed
 from autokernel.secrets import redact as redact_secrets
 
 STOP_POLL_S = 0.25  # how often stop() is asked while waiting
@@ -65,13 +65,14 @@ class LLMAgent:
         for _ in range(self.max_reply_attempts):
             completion = self._complete(system, messages)
             tokens += completion.tokens
+            text = well_formed(completion.text)  # it is sent back below, as UTF-8
             try:
-                source, hypothesis = parse_reply(completion.text, ctx.kernel_source, ctx.backends)
+                source, hypothesis = parse_reply(text, ctx.kernel_source, ctx.backends)
             except ReplyError as e:
                 problem = f"{TRUNCATED_HINT}\n{e}" if completion.truncated else str(e)
                 messages = [
                     *messages,
-                    {"role": "assistant", "content": completion.text or "(empty reply)"},
+                    {"role": "assistant", "content": text or "(empty reply)"},
                     {"role": "user", "content": f"Your reply could not be used. {problem}"},
                 ]
                 continue

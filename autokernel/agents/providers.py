@@ -34,6 +34,11 @@ class Completion:
     truncated: bool = False  # the reply hit the output-token limit
 
 
+# What the SDKs raise, unwrapped, on a 200 whose body is not JSON (a gateway's HTML page) or
+# not UTF-8 (bytes 0xff in a reply): the answer is lost, so the request is asked again.
+UNDECODABLE = (json.JSONDecodeError, UnicodeDecodeError)
+
+
 class TransientError(Exception):
     """The provider cannot answer now but may later; `retry_after` is its own hint, in s."""
 
@@ -77,6 +82,8 @@ class OpenAIProvider:
             )
         except self._sdk.OpenAIError as e:
             raise _map_sdk_error(e, self._sdk, self.base_url, self.timeout_s) from None
+        except UNDECODABLE as e:
+            raise _undecodable(e, self.base_url) from None
         # getattr throughout: "compatible" servers omit fields, and a missing one is no reason
         # to crash the night (an empty reply is sent back as unusable instead).
         tokens = getattr(getattr(r, "usage", None), "total_tokens", 0) or 0
@@ -121,6 +128,8 @@ class AnthropicProvider:
             )
         except self._sdk.AnthropicError as e:
             raise _map_sdk_error(e, self._sdk, self.base_url, self.timeout_s) from None
+        except UNDECODABLE as e:
+            raise _undecodable(e, self.base_url) from None
         blocks = getattr(r, "content", None) or []
         text = "".join(b.text for b in blocks if getattr(b, "type", None) == "text")
         usage = getattr(r, "usage", None)
@@ -229,6 +238,11 @@ def _map_sdk_error(e: Exception, sdk: Any, base_url: str, timeout_s: float) -> E
             "--llm-model and --base-url."
         )
     return AgentError(f"HTTP {status} from {base_url}: {msg}")
+
+
+def _undecodable(e: Exception, base_url: str) -> TransientError:
+    what = "UTF-8" if isinstance(e, UnicodeDecodeError) else "JSON"
+    return TransientError(f"the reply from {base_url} was not valid {what}")
 
 
 def _api_message(e: Any) -> str:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from autokernel import syntax
+from autokernel.harness.guards import literal_assignment
 from autokernel.harness.untrusted_text import printable
 
 HYPOTHESIS_MAX_CHARS = 300  # an explicit HYPOTHESIS line: one results.tsv cell
@@ -26,8 +27,12 @@ FORMAT_HELP = (
     "Each SEARCH text must match exactly one place; blocks apply in order."
 )
 
-_THINK = re.compile(r"<(think|thinking)>.*?</\1>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"^ {0,3}(`{3,})\s*([\w+.-]*)[^`]*$")
+_THINK_OPEN = re.compile(r"<(think|thinking)>", re.IGNORECASE)
+# An opening fence and its info string. Kept free of overlapping repeats: `\s*([\w+.-]*)[^`]*$`
+# backtracked quadratically on one long line ending in a backtick (seconds per 20k characters).
+_FENCE = re.compile(r"^ {0,3}(`{3,})([^`]*)$")
+_LANG = re.compile(r"\s*([\w+.-]*)")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\s*$")
 _DIVIDER = re.compile(r"^\s*={5,9}\s*$")
 _REPLACE = re.compile(r"^\s*>{5,9}\s*REPLACE\s*$")
@@ -48,7 +53,7 @@ def parse_reply(
     reply: str, current: str, backends: tuple[str, ...] | None = None
 ) -> tuple[str, str]:
     """(new kernel.py source, hypothesis) from `reply`, applied to the `current` source."""
-    reply = _THINK.sub("", reply.replace("\r\n", "\n"))
+    reply = _strip_thinking(well_formed(reply).replace("\r\n", "\n"))
     current = current.replace("\r\n", "\n")
     lines = reply.split("\n")
     if any(_SEARCH.match(line) for line in lines):
@@ -58,6 +63,34 @@ def parse_reply(
     source = source.rstrip() + "\n"
     _validate(source, current, backends)
     return source, extract_hypothesis(reply)
+
+
+def well_formed(text: str) -> str:
+    """text with each lone surrogate replaced by U+FFFD. A provider's JSON may carry one
+    (`"\\ud800"`), and it cannot be written as UTF-8: not to kernel.py, a commit message,
+    results.tsv, nor the next request that quotes the reply."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _strip_thinking(text: str) -> str:
+    """text without its <think>...</think> (or <thinking>) sections, in linear time: a regex
+    `<(think|thinking)>.*?</\\1>` rescans to the end from each opener that is never closed,
+    and a reply of many openers took minutes."""
+    out, pos, at = [], 0, 0
+    unclosed: set[str] = set()  # tags with no closer after the last opener tried
+    while m := _THINK_OPEN.search(text, at):
+        tag = m.group(1).lower()
+        close = None
+        if tag not in unclosed:
+            close = re.compile(f"</{tag}>", re.IGNORECASE).search(text, m.end())
+        if close is None:
+            unclosed.add(tag)  # none after this opener: none after any later one either
+            at = m.start() + 1
+            continue
+        out.append(text[pos : m.start()])
+        pos = at = close.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def extract_hypothesis(reply: str) -> str:
@@ -172,7 +205,7 @@ def _fenced_blocks(lines: list[str]) -> list[tuple[str, list[str]]]:
         if not m:
             i += 1
             continue
-        ticks, lang = m.group(1), m.group(2).lower()
+        ticks, lang = m.group(1), _language(m.group(2))
         end = next((j for j in range(i + 1, len(lines)) if _closes(lines[j], ticks)), None)
         if end is None:
             raise ReplyError(
@@ -182,6 +215,12 @@ def _fenced_blocks(lines: list[str]) -> list[tuple[str, list[str]]]:
         blocks.append((lang, lines[i + 1 : end]))
         i = end + 1
     return blocks
+
+
+def _language(info: str) -> str:
+    """The language tag at the start of a fence's info string ("python" of "python title=x")."""
+    m = _LANG.match(info)
+    return m.group(1).lower() if m else ""
 
 
 def _closes(line: str, ticks: str) -> bool:
@@ -274,19 +313,9 @@ def _top_level_names(tree: ast.Module) -> set[str]:
 
 
 def _literal(source: str, name: str) -> object | None:
-    try:
-        tree = syntax.parse(source)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        ):
-            try:
-                return ast.literal_eval(node.value)
-            except ValueError:
-                return None
-    return None
+    """A top-level literal assignment's value, None when there is none or it is no literal: a
+    reply's `KERNEL_TYPE = {[]: 1}` made ast.literal_eval raise TypeError, past the loop."""
+    return literal_assignment(source, name)
 
 
 def _normalized(source: str) -> str:

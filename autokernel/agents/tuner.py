@@ -144,7 +144,7 @@ def read_config(source: str) -> tuple[dict, dict]:
             continue
         try:
             value = ast.literal_eval(node.value)
-        except ValueError:
+        except (ValueError, TypeError):  # TypeError: an unhashable key, `{[]: 1}`
             raise AgentError(
                 f"{name} in kernel.py is not a literal dict; the tuner needs one"
             ) from None
