@@ -251,3 +251,12 @@ def test_anthropic_403_is_fatal():
     with ScriptedLLMServer([Response(403, "forbidden")]) as server:
         with pytest.raises(AgentError, match="Check your API key"):
             anthropic_agent(server).propose(ctx())
+
+
+def test_a_huge_unusable_reply_goes_back_cut_in_the_middle():
+    huge = BAD + "\n" + "z" * 50_000 + "\nTHE END"
+    with ScriptedLLMServer([reply(huge), reply(GOOD)]) as server:
+        openai_agent(server).propose(ctx())
+    echoed = server.requests[1].body["messages"][-2]["content"]
+    assert len(echoed) < 9_000 and echoed.startswith(BAD) and echoed.endswith("THE END")
+    assert "characters cut" in echoed

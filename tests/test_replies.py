@@ -225,3 +225,17 @@ def test_think_sections_of_either_tag_and_case_are_stripped_and_unclosed_ones_ke
 def test_a_fence_info_string_gives_its_language():
     reply = f"```Python title=../reference.py\n{NEW_FILE}```\n```diff\n-x\n+y\n```"
     assert parse_reply(reply, CURRENT)[0] == NEW_FILE
+
+
+def test_a_kernel_padded_past_the_limit_is_refused_every_prompt_would_carry_it():
+    """A kept kernel padded with a 3 MB comment made every later request 0.8M tokens."""
+    from autokernel.agents.replies import MAX_KERNEL_CHARS, MAX_REPLY_CHARS
+
+    padded = NEW_FILE + "# " + "x" * MAX_KERNEL_CHARS + "\n"
+    with pytest.raises(ReplyError, match="over the limit"):
+        parse_reply(f"```python\n{padded}```", CURRENT)
+    grown = CURRENT + "# " + "y" * MAX_KERNEL_CHARS + "\n"  # a long kernel may still grow a bit
+    source, _ = parse_reply(f"```python\n{grown.replace('1024', '2048')}```", grown)
+    assert "2048" in source
+    with pytest.raises(ReplyError, match="characters, over the"):
+        parse_reply("x" * (MAX_REPLY_CHARS + 1), CURRENT)

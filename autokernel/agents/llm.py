@@ -72,7 +72,7 @@ class LLMAgent:
                 problem = f"{TRUNCATED_HINT}\n{e}" if completion.truncated else str(e)
                 messages = [
                     *messages,
-                    {"role": "assistant", "content": text or "(empty reply)"},
+                    {"role": "assistant", "content": _echo(text)},
                     {"role": "user", "content": f"Your reply could not be used. {problem}"},
                 ]
                 continue
@@ -131,3 +131,17 @@ class LLMAgent:
 
 def _seconds(delay: float) -> str:
     return f"{delay:.1f}" if delay < 10 else f"{delay:.0f}"
+
+
+ECHO_CHARS = 8_000  # of an unusable reply sent back: its head and tail say what went wrong
+
+
+def _echo(text: str) -> str:
+    """An unusable reply as it goes back to the LLM with the reason: cut in the middle when
+    long, so that a huge reply does not make every retry's request huge too."""
+    if not text:
+        return "(empty reply)"
+    if len(text) <= ECHO_CHARS:
+        return text
+    half = ECHO_CHARS // 2
+    return f"{text[:half]}\n[... {len(text) - ECHO_CHARS:,} characters cut ...]\n{text[-half:]}"

@@ -18,6 +18,12 @@ from autokernel.harness.untrusted_text import printable
 HYPOTHESIS_MAX_CHARS = 300  # an explicit HYPOTHESIS line: one results.tsv cell
 FALLBACK_HYPOTHESIS_CHARS = 120  # the first prose line, when the LLM gave no HYPOTHESIS line
 NO_HYPOTHESIS = "no hypothesis given"
+# Every later prompt carries kernel.py, so its size is paid for each turn: a kept kernel padded
+# with a 3 MB comment made every request 0.8M tokens, past any model's context. A reply is
+# refused past MAX_REPLY_CHARS (a whole kernel file is 10-30 KB); a kernel past the larger of
+# MAX_KERNEL_CHARS and twice the current one.
+MAX_REPLY_CHARS = 256_000
+MAX_KERNEL_CHARS = 100_000
 
 FORMAT_HELP = (
     "Reply with a line `HYPOTHESIS: <one line>` and then EITHER the complete new kernel.py in "
@@ -53,6 +59,11 @@ def parse_reply(
     reply: str, current: str, backends: tuple[str, ...] | None = None
 ) -> tuple[str, str]:
     """(new kernel.py source, hypothesis) from `reply`, applied to the `current` source."""
+    if len(reply) > MAX_REPLY_CHARS:
+        raise ReplyError(
+            f"The reply is {len(reply):,} characters, over the {MAX_REPLY_CHARS:,} this loop "
+            "reads: send only the changed code (SEARCH/REPLACE edits) or one kernel.py."
+        )
     reply = _strip_thinking(well_formed(reply).replace("\r\n", "\n"))
     current = current.replace("\r\n", "\n")
     lines = reply.split("\n")
@@ -266,6 +277,12 @@ def _prose_lines(lines: list[str]) -> list[str]:
 
 
 def _validate(source: str, current: str, backends: tuple[str, ...] | None = None) -> None:
+    limit = max(MAX_KERNEL_CHARS, 2 * len(current))
+    if len(source) > limit:
+        raise ReplyError(
+            f"The new kernel.py is {len(source):,} characters, over the limit of {limit:,}: "
+            "every later prompt carries it. Drop long comments, dead code and unrolled copies."
+        )
     if _normalized(source) == _normalized(current):
         raise ReplyError(
             "No change: the resulting kernel.py is identical to the current one. Propose a "
