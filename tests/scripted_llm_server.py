@@ -36,6 +36,7 @@ class Response:
     prompt_tokens: int = 100
     completion_tokens: int = 20
     raw: bytes | None = None  # sent as the body byte for byte, instead of `body` (not JSON...)
+    trickle_s: float = 0.0  # > 0: the body goes out one byte per this many seconds
 
 
 @dataclass
@@ -172,7 +173,12 @@ def _handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                 for k, v in r.headers.items():
                     self.send_header(k, v)
                 self.end_headers()
-                self.wfile.write(payload)
+                if not r.trickle_s:
+                    self.wfile.write(payload)
+                for i in range(len(payload) if r.trickle_s else 0):  # each byte within the
+                    self.wfile.write(payload[i : i + 1])  # client's read timeout, never done
+                    self.wfile.flush()
+                    time.sleep(r.trickle_s)
             except OSError:  # the client gave up (timeout) and closed the connection
                 self.close_connection = True
 

@@ -260,3 +260,18 @@ def test_a_huge_unusable_reply_goes_back_cut_in_the_middle():
     echoed = server.requests[1].body["messages"][-2]["content"]
     assert len(echoed) < 9_000 and echoed.startswith(BAD) and echoed.endswith("THE END")
     assert "characters cut" in echoed
+
+
+def test_a_server_that_trickles_bytes_is_given_up_at_the_timeout():
+    """Each byte within the SDK's read timeout, never done: the timeout bounds the request."""
+    from autokernel.agents import llm
+
+    waits: list[str] = []
+    slow = Response(body=GOOD, trickle_s=0.5)
+    with ScriptedLLMServer([slow, reply(GOOD)]) as server:
+        start = time.monotonic()
+        agent = openai_agent(server, timeout_s=1.0, on_wait=waits.append)
+        agent.propose(ctx())
+        elapsed = time.monotonic() - start
+    assert len(waits) == 1 and "no complete reply within 1 s" in waits[0]
+    assert elapsed < 1.0 + llm.DEADLINE_GRACE_S + 3.0

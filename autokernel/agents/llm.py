@@ -8,6 +8,7 @@ a few times, before the proposal is given up. Keys never appear in a message we 
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -19,6 +20,9 @@ from autokernel.agents.replies import ReplyError, parse_reply, well_formed
 from autokernel.secrets import redact as redact_secrets
 
 STOP_POLL_S = 0.25  # how often stop() is asked while waiting
+# The SDKs' timeout bounds each read, not the request: a server that sends a byte now and then
+# held a night for as long as it liked. A request gets the provider's timeout in all, plus this.
+DEADLINE_GRACE_S = 5.0
 MIN_SECRET_CHARS = 6  # shorter "secrets" (placeholders) would redact ordinary words
 TRUNCATED_HINT = (
     "Your reply was cut off at the output-token limit. Send SEARCH/REPLACE edits instead of "
@@ -92,7 +96,7 @@ class LLMAgent:
         """One completion, waiting out transient failures for as long as they last."""
         while True:
             try:
-                completion = self.provider.complete(system, messages)
+                completion = self._within_deadline(system, messages)
             except TransientError as e:
                 self._failures += 1
                 self._down_since = self._down_since or datetime.now()
@@ -109,6 +113,34 @@ class LLMAgent:
                 raise AgentError(self.redact(str(e))) from None
             self._failures, self._down_since = 0, None
             return completion
+
+    def _within_deadline(self, system: str, messages: list[dict]) -> Completion:
+        """provider.complete, given up (a TransientError) once the provider's timeout has passed
+        in all, and cut short by stop(). A request given up goes on in its daemon thread until
+        the server or the socket ends it; its reply, if any, is dropped."""
+        timeout_s = getattr(self.provider, "timeout_s", None)
+        if not isinstance(timeout_s, int | float):
+            return self.provider.complete(system, messages)
+        box: dict[str, object] = {}
+
+        def request() -> None:
+            try:
+                box["done"] = self.provider.complete(system, messages)
+            except BaseException as e:  # handed to the caller's thread below
+                box["error"] = e
+
+        worker = threading.Thread(target=request, name="llm-request", daemon=True)
+        worker.start()
+        deadline = time.monotonic() + timeout_s + DEADLINE_GRACE_S
+        while worker.is_alive():
+            if self.stop():
+                raise AgentStopped(f"{self.name}: stopped while waiting for a reply")
+            if time.monotonic() >= deadline:
+                raise TransientError(f"no complete reply within {timeout_s:g} s")
+            worker.join(STOP_POLL_S)
+        if "error" in box:
+            raise box["error"]  # type: ignore[misc]
+        return box["done"]  # type: ignore[return-value]
 
     def _delay(self, retry_after: float | None) -> float:
         """The provider's Retry-After if it gave one, else exponential backoff with jitter
