@@ -239,3 +239,5 @@ def test_a_kernel_padded_past_the_limit_is_refused_every_prompt_would_carry_it()
     assert "2048" in source
     with pytest.raises(ReplyError, match="characters, over the"):
         parse_reply("x" * (MAX_REPLY_CHARS + 1), CURRENT)
+    thinking = f"<think>{'t' * MAX_REPLY_CHARS}</think>\n```python\n{NEW_FILE}```"
+    assert parse_reply(thinking, CURRENT)[0] == NEW_FILE  # a long reasoning is no fault

@@ -20,8 +20,8 @@ FALLBACK_HYPOTHESIS_CHARS = 120  # the first prose line, when the LLM gave no HY
 NO_HYPOTHESIS = "no hypothesis given"
 # Every later prompt carries kernel.py, so its size is paid for each turn: a kept kernel padded
 # with a 3 MB comment made every request 0.8M tokens, past any model's context. A reply is
-# refused past MAX_REPLY_CHARS (a whole kernel file is 10-30 KB); a kernel past the larger of
-# MAX_KERNEL_CHARS and twice the current one.
+# refused past MAX_REPLY_CHARS outside its <think> sections (a whole kernel file is 10-30 KB); a
+# kernel past the larger of MAX_KERNEL_CHARS and twice the current one.
 MAX_REPLY_CHARS = 256_000
 MAX_KERNEL_CHARS = 100_000
 
@@ -59,12 +59,12 @@ def parse_reply(
     reply: str, current: str, backends: tuple[str, ...] | None = None
 ) -> tuple[str, str]:
     """(new kernel.py source, hypothesis) from `reply`, applied to the `current` source."""
-    if len(reply) > MAX_REPLY_CHARS:
+    reply = _strip_thinking(well_formed(reply).replace("\r\n", "\n"))
+    if len(reply) > MAX_REPLY_CHARS:  # after the thinking, which may be long
         raise ReplyError(
             f"The reply is {len(reply):,} characters, over the {MAX_REPLY_CHARS:,} this loop "
             "reads: send only the changed code (SEARCH/REPLACE edits) or one kernel.py."
         )
-    reply = _strip_thinking(well_formed(reply).replace("\r\n", "\n"))
     current = current.replace("\r\n", "\n")
     lines = reply.split("\n")
     if any(_SEARCH.match(line) for line in lines):
