@@ -13,7 +13,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from autokernel import backends
 from autokernel.agents.base import Agent, AgentError
@@ -29,9 +28,6 @@ from autokernel.run.state import State, StateError, load, new_state
 from autokernel.run.workspace import Workspace, WorkspaceError
 from autokernel.targets import Target, TargetError, from_plan, single
 from autokernel.views.live import RunView
-
-if TYPE_CHECKING:
-    pass
 
 DEFAULT_HOURS = 10.0
 
