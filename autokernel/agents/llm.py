@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from autokernel.agents.base import AgentError, AgentStopped, Context, InvalidReply, Proposal
-from autokernel.agents.prompt import build_messages
+from autokernel.agents.prompt import build_messages, trim
 from autokernel.agents.providers import Completion, Provider, TransientError
 from autokernel.agents.replies import ReplyError, parse_reply, well_formed
 from autokernel.secrets import redact as redact_secrets
@@ -171,9 +171,4 @@ ECHO_CHARS = 8_000  # of an unusable reply sent back: its head and tail say what
 def _echo(text: str) -> str:
     """An unusable reply as it goes back to the LLM with the reason: cut in the middle when
     long, so that a huge reply does not make every retry's request huge too."""
-    if not text:
-        return "(empty reply)"
-    if len(text) <= ECHO_CHARS:
-        return text
-    half = ECHO_CHARS // 2
-    return f"{text[:half]}\n[... {len(text) - ECHO_CHARS:,} characters cut ...]\n{text[-half:]}"
+    return trim(text, ECHO_CHARS) if text else "(empty reply)"
