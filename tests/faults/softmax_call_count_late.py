@@ -1,13 +1,13 @@
 # expect: REJECTED benchmark
-"""Planted cheat: correct for the first 53 calls, then returns the last output it computed.
+"""Planted cheat: correct for the first 56 calls, then returns the last output it computed.
 
-53 is exactly how many calls the five stages make for softmax on the CPU (smoke 2, sweep 24,
-adversarial 9, determinism 9, odd sizes 9), so every stage passes and every timed call in the
+56 is exactly how many calls the five stages make for softmax on the CPU (smoke 2, sweep 24,
+adversarial 9, determinism 12, odd sizes 9), so every stage passes and every timed call in the
 benchmark would be a no-op. The benchmark judges its first call at each size like a stage check,
 and the stale (7x1537) output is the very tensor the last stage call returned: REJECTED there
 as an output kept across calls (serve.py holds each stage call's output), before any timing.
-If the stages' call count changes, this file's CHEAT_AFTER must follow it to keep testing the benchmark guard (a smaller value fails a stage;
-see softmax_call_count_early.py).
+If the stages' call count changes, this file's CHEAT_AFTER must follow it to keep testing the
+benchmark guard (a smaller value fails a stage; see softmax_call_count_early.py).
 """
 
 import torch
@@ -16,7 +16,7 @@ import triton.language as tl
 
 KERNEL_TYPE = "softmax"
 
-CHEAT_AFTER = 53
+CHEAT_AFTER = 56
 STATE = {"calls": 0, "last": None}
 
 

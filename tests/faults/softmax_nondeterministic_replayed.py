@@ -1,18 +1,13 @@
-# expect: FAIL determinism xfail
+# expect: FAIL determinism
 """Planted fault: a non-deterministic softmax that replays its last output for unchanged inputs.
 
 The kernel's result varies from run to run (a call counter nudges it by one ulp, standing in for
 a racy atomic reduction, as in softmax_nondeterministic.py). It keeps a copy of its last input
 and output, and each program compares its row with the kept row on the device: where they are
-bit-identical it copies the kept output row instead of computing. The determinism stage calls
-three times on identical inputs, so calls 2 and 3 replay call 1 bit for bit; every other check
-sees a correct value. Caller code that runs the kernel twice in separate processes still sees
-different bits.
-
-xfail: the harness passes it today. Identical inputs cannot be told from a replay by calling
-one process three times; what would catch it is checking determinism where the kernel cannot
-have kept state (identical values in a fresh worker, or interleaved with enough other inputs
-of the same shape to evict any cache it can afford).
+bit-identical it copies the kept output row instead of computing. Called three times in a
+row on identical inputs, calls 2 and 3 replay call 1 bit for bit and every other check sees a
+correct value; this is why the determinism stage also calls it on the same inputs after a call
+on other inputs, where the kept copy is gone and the variation shows.
 """
 
 import torch
