@@ -61,7 +61,7 @@ class ParallelLoop(SlotJobs, Loop):
 
     # ---- the loop ---------------------------------------------------------------------------
 
-    def run(self) -> str:
+    def _run(self) -> str:
         self.recover()
         reason: str | None = None
         while True:
