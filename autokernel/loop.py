@@ -29,7 +29,7 @@ from autokernel.run.night_clock import NightClock
 from autokernel.run.recovery import RunError, check_branch
 from autokernel.run.results import ResultRow, ResultsLog
 from autokernel.run.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
-from autokernel.run.state import InFlight, Score, State, TargetState, save
+from autokernel.run.state import FINISHED, InFlight, Score, State, TargetState, save
 from autokernel.run.workspace import Workspace, WorkspaceError
 
 
@@ -98,7 +98,7 @@ class Loop:
                 break
             ts = self.active()
             if ts is None:
-                reason = "every target is finished"
+                reason = FINISHED
                 break
             if ts.baseline is None and ts.best is None:
                 baseline_step.start_target(self, ts)

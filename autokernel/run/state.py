@@ -16,6 +16,7 @@ from autokernel.run.layout import STATE_FILE
 from autokernel.targets import Target
 
 __all__ = [
+    "FINISHED",
     "STATE_FILE",
     "InFlight",
     "Queued",
@@ -28,6 +29,9 @@ __all__ = [
     "new_state",
     "save",
 ]
+
+
+FINISHED = "every target is finished"  # State.ended of a run with nothing left to do
 
 
 class StateError(ValueError):
