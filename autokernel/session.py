@@ -207,9 +207,13 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
                               mode=mode, reach=REACH if on_gpu else 0.0,
                               backend=backend)  # fmt: skip
             state.agent_args = args
-            # numbers already used, also by an earlier run's attempt refs, are never reused
-            last = max(results.experiments() | set(ws.attempts()), default=None)
-            state.next_experiment = 0 if last is None else last + 1
+            # numbers already used, also by an earlier run's attempt refs, or given by a run
+            # replaced with --new (its queue, its experiment in flight), are never reused
+            used = results.experiments() | set(ws.attempts())
+            if previous is not None:
+                flight = previous.in_flight
+                used |= {previous.next_experiment - 1, flight.experiment if flight else -1}
+            state.next_experiment = max(used, default=-1) + 1
             ws.check_can_start(tag)
         else:
             state.agent = agent.name

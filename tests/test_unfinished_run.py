@@ -87,7 +87,8 @@ def test_new_starts_another_run_and_leaves_the_old_ones_branch_and_rows(tmp_path
     req = RunRequest(workspace=tmp_path, kernel="softmax", agent="tuner", tag="t2", new=True)
     loop, _ = prepare(req)
     loop.lock.release()
-    assert loop.state.tag == "t2"
+    # experiment 1 has no row, but its commit says "exp 1": the new run does not reuse it
+    assert loop.state.tag == "t2" and loop.state.next_experiment == 2
     assert git(tmp_path, "rev-parse", "autokernel/t1") == old_head
     assert ResultsLog(tmp_path / "results.tsv").read() == rows
     log = (tmp_path / ".autokernel" / "run.log").read_text()
