@@ -25,10 +25,11 @@ from autokernel.orchestrate import Rules, move_on_reason, next_target, reopen
 from autokernel.run import baseline_step, briefing, layout, recovery
 from autokernel.run.keep_rule import Decision, Remeasure, decide, remeasured, score
 from autokernel.run.lock import RunLock
+from autokernel.run.night_clock import NightClock
 from autokernel.run.recovery import RunError, check_branch
 from autokernel.run.results import ResultRow, ResultsLog
 from autokernel.run.rows import PARSE_ERRORS, experiment_row, failure_text, invalid_row, unparsable
-from autokernel.run.state import InFlight, Score, State, TargetState, save
+from autokernel.run.state import FINISHED, InFlight, Score, State, TargetState, save
 from autokernel.run.workspace import Workspace, WorkspaceError
 
 
@@ -71,8 +72,7 @@ class Loop:
         self.settings, self.reporter = settings, reporter or Reporter()
         self._evaluate = evaluate or sandbox.evaluate
         self._compare = compare or (lambda *a, **k: sandbox.compare(*a, **k))
-        self._clock = clock
-        self._mark = clock()
+        self.night = NightClock(state, ws.root, clock)
         self.stop_requested = False
         self.done_here = 0
         self.starter_failures: list[str] = []  # "target: verdict" of starters that did not pass
@@ -81,7 +81,16 @@ class Loop:
     # ---- the loop ---------------------------------------------------------------------------
 
     def run(self) -> str:
-        """Run until a budget, the experiment bound, Ctrl-C or the last target; return why."""
+        """Run until a budget, the experiment bound, Ctrl-C or the last target; return why.
+        The time a killed session spent is charged first; from then on the heartbeat keeps
+        the time spent on disk, and a kill leaves the run marked as not ended."""
+        self.night.recover(self.reporter.event)
+        self.state.ended = ""
+        self.save()
+        with self.night.beating():
+            return self._run()
+
+    def _run(self) -> str:
         self.recover()
         while True:
             reason = self.stop_reason()
@@ -89,7 +98,7 @@ class Loop:
                 break
             ts = self.active()
             if ts is None:
-                reason = "every target is finished"
+                reason = FINISHED
                 break
             if ts.baseline is None and ts.best is None:
                 baseline_step.start_target(self, ts)
@@ -103,13 +112,14 @@ class Loop:
 
     def begin(self) -> None:
         """A new run's first step: the branch, created by the first target's starter."""
-        baseline_step.begin(self)
+        with self.night.beating():
+            baseline_step.begin(self)
 
     def stop_reason(self) -> str | None:
         s = self.state
         if self.stop_requested:
             return "stopped on request (Ctrl-C); continue with --resume"
-        if s.seconds + self._clock() - self._mark >= s.budget_s:
+        if self.night.spent() >= s.budget_s:
             return f"the --hours budget ({s.hours:g} h) is spent"
         if s.max_tokens is not None and s.tokens >= s.max_tokens:
             return f"the --max-tokens budget ({s.max_tokens}) is spent"
@@ -377,11 +387,7 @@ class Loop:
             ) from exc
 
     def _tick(self, ts: TargetState) -> None:
-        now = self._clock()
-        ts.seconds += now - self._mark
-        ts.round_seconds += now - self._mark
-        self.state.seconds += now - self._mark
-        self._mark = now
+        self.night.charge(ts)
 
     def save(self) -> None:
         save(self.state, self.ws.root)

@@ -55,9 +55,13 @@ def run_error(
     workers: int | None = None,
     ray_address: str | None = None,
     tag: str | None = None,
+    resume_and_new: bool = False,
 ) -> str | None:
     """The first bad `autokernel run` option, or None."""
     problems = (
+        "--resume continues the workspace's run and --new starts another: pass one of them"
+        if resume_and_new
+        else None,
         _tag(tag),
         _positive("--hours", hours),
         _at_least_one("--max-experiments", max_experiments),

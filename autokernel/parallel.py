@@ -39,7 +39,7 @@ from autokernel.run.proposals import Proposer, Ticket
 from autokernel.run.recovery import check_branch
 from autokernel.run.rows import PARSE_ERRORS, invalid_row
 from autokernel.run.slot_board import SlotBoard, Visit
-from autokernel.run.state import InFlight, Queued, Score, TargetState
+from autokernel.run.state import FINISHED, InFlight, Queued, Score, TargetState
 from autokernel.run.worker_log import WorkerLog
 
 
@@ -61,7 +61,7 @@ class ParallelLoop(SlotJobs, Loop):
 
     # ---- the loop ---------------------------------------------------------------------------
 
-    def run(self) -> str:
+    def _run(self) -> str:
         self.recover()
         reason: str | None = None
         while True:
@@ -83,7 +83,7 @@ class ParallelLoop(SlotJobs, Loop):
             else:
                 self._fill(ts)
                 self._pump(WAIT_S)
-        self.state.ended = reason or "every target is finished"
+        self.state.ended = reason or FINISHED
         self.save()
         return self.state.ended
 

@@ -22,7 +22,7 @@ from autokernel.mode import ModeError, parse_mode
 from autokernel.orchestrate import REACH, Rules, status_lines
 from autokernel.run import layout
 from autokernel.run.lock import LockError, RunLock
-from autokernel.run.recovery import check_branch
+from autokernel.run.recovery import check_branch, unfinished
 from autokernel.run.results import ResultsLog
 from autokernel.run.state import State, StateError, load, new_state
 from autokernel.run.workspace import Workspace, WorkspaceError
@@ -52,6 +52,7 @@ class RunRequest:
     max_tokens: int | None = None
     quiet: bool = False
     resume: bool = False
+    new: bool = False  # start a run even where the workspace's run is unfinished
     tag: str | None = None
     timeout_s: float | None = None
     quick: bool = False
@@ -147,6 +148,13 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
         if req.resume:
             raise SessionError(str(exc)) from None
         previous, damaged = None, root / layout.STATE_FILE  # a new run replaces it, kept aside
+    why = None if req.resume or previous is None else unfinished(previous, root)
+    if why and not req.new:  # a forgotten --resume must not cost the night
+        raise SessionError(
+            f"run {previous.tag} in {root} is unfinished ({why}): `autokernel run --resume` "
+            f"continues it; `autokernel run --new ...` starts another (run {previous.tag} keeps "
+            "its branch and rows but can no longer be resumed)"
+        )
     on_gpu = torch.cuda.is_available()
     try:
         mode = parse_mode(req.mode, "cuda" if on_gpu else "cpu")
@@ -199,9 +207,13 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
                               mode=mode, reach=REACH if on_gpu else 0.0,
                               backend=backend)  # fmt: skip
             state.agent_args = args
-            # numbers already used, also by an earlier run's attempt refs, are never reused
-            last = max(results.experiments() | set(ws.attempts()), default=None)
-            state.next_experiment = 0 if last is None else last + 1
+            # numbers already used, also by an earlier run's attempt refs, or given by a run
+            # replaced with --new (its queue, its experiment in flight), are never reused
+            used = results.experiments() | set(ws.attempts())
+            if previous is not None:
+                flight = previous.in_flight
+                used |= {previous.next_experiment - 1, flight.experiment if flight else -1}
+            state.next_experiment = max(used, default=-1) + 1
             ws.check_can_start(tag)
         else:
             state.agent = agent.name
@@ -240,8 +252,8 @@ def _build(req: RunRequest, view_factory) -> tuple[Loop, RunView]:
             raise SessionError(f"cannot move the damaged {damaged} aside: {exc}") from None
         view.event(f"note: the earlier run's state file was damaged; kept as {kept}, and this "
                    "new run starts its own")  # fmt: skip
-    if previous is not None and not req.resume and previous.ended != "every target is finished":
-        view.event(f"note: the earlier run {previous.tag} stays on its branch; this new run "
+    if why:
+        view.event(f"note: the unfinished run {previous.tag} stays on its branch; this new run "
                    "replaces its state, so it can no longer be resumed")  # fmt: skip
     return loop, view
 

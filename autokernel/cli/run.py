@@ -62,6 +62,14 @@ def run(
     resume: Annotated[
         bool, typer.Option(help="Continue the workspace's run after Ctrl-C, kill or reboot.")
     ] = False,
+    new: Annotated[
+        bool,
+        typer.Option(
+            "--new",
+            help="Start a new run even though the workspace's run is unfinished (that run "
+            "keeps its branch and rows, but can no longer be resumed).",
+        ),
+    ] = False,
     workspace: Annotated[
         Path, typer.Option("--workspace", "-w", help="Directory of the run (a git repo).")
     ] = Path("."),
@@ -126,13 +134,13 @@ def run(
         workspace=workspace, hours=hours, kernel=kernel, shapes=shape or [], dtype=dtype,
         plan=plan, agent=agent, llm_model=llm_model, base_url=base_url,
         agent_command=agent_command, max_experiments=max_experiments, max_tokens=max_tokens,
-        quiet=quiet, resume=resume, tag=tag, timeout_s=timeout, quick=quick,
+        quiet=quiet, resume=resume, new=new, tag=tag, timeout_s=timeout, quick=quick,
         compile_baseline=compile_baseline, mode=mode, unsafe_no_sandbox=unsafe_no_sandbox,
         workers=workers, ray_address=ray_address,
         backend=backend,
     )  # fmt: skip
     problem = option_checks.run_error(hours, max_experiments, max_tokens, timeout, workspace, plan,
-                                      workers, ray_address, tag)  # fmt: skip
+                                      workers, ray_address, tag, resume and new)  # fmt: skip
     if problem:
         raise fail(problem)
     with handled():

@@ -9,7 +9,7 @@ things are, and a rename is one edit.
     optimized/<target>.py        each target's best kernel, committed when it is done
     optimized/modes.json         which kernels helped the model in which mode (verify)
     .autokernel/                 the run's scratch folder (untracked)
-        state.json  run.log  run.lock  workers.jsonl  best_kernel.py
+        state.json  heartbeat.json  run.log  run.lock  workers.jsonl  best_kernel.py
         verdicts/<n>.json  pending/<n>.py  workers/  verify/<target>.py
 """
 
@@ -26,6 +26,7 @@ MODES = OPTIMIZED / "modes.json"
 
 SCRATCH = Path(".autokernel")
 STATE_FILE = SCRATCH / "state.json"
+HEARTBEAT = SCRATCH / "heartbeat.json"  # the night's time spent, between state saves
 RUN_LOG = SCRATCH / "run.log"
 RUN_LOCK = SCRATCH / "run.lock"
 WORKERS_LOG = SCRATCH / "workers.jsonl"

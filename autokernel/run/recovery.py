@@ -9,10 +9,14 @@ repair said, or the run stops with a message that says what to do.
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 from autokernel.harness.verdict import Verdict
 from autokernel.run import layout
 from autokernel.run.driver import Driver, QueueDriver
-from autokernel.run.state import InFlight, State
+from autokernel.run.night_clock import recorded_seconds
+from autokernel.run.state import FINISHED, InFlight, State
 from autokernel.run.workspace import BRANCH_PREFIX, Workspace
 from autokernel.targets import TARGET_NAME
 
@@ -40,6 +44,24 @@ def check_branch(ws: Workspace, state: State) -> None:
             f"the run's branch {name} is no longer checked out (HEAD is on {where}): "
             f"`git checkout {name}`, then `autokernel run --resume`"
         )
+
+
+def unfinished(state: State, root: Path) -> str | None:
+    """What `--resume` would still do for the run in `root`, or None when nothing is left: an
+    experiment cut short, or budget left (the time a kill cut short counted). A new run
+    replaces the state file, so all of this would be lost."""
+    if state.in_flight is not None:
+        return f"experiment {state.in_flight.experiment} was cut short"
+    if state.queue:
+        return f"{len(state.queue)} proposed experiment(s) not yet written"
+    if state.finishing:
+        return f"target {state.finishing} was being finished"
+    if state.ended == FINISHED:
+        return None
+    if state.max_tokens is not None and state.tokens >= state.max_tokens:
+        return None
+    left = state.budget_s - recorded_seconds(state, root)
+    return f"{math.ceil(left / 60)} min of its {state.hours:g} h left" if left > 0 else None
 
 
 def cross_check(loop: Driver) -> None:

@@ -6,6 +6,7 @@ new one. Plain records: the policy that reads them (next target, move-on) is orc
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -15,6 +16,7 @@ from autokernel.run.layout import STATE_FILE
 from autokernel.targets import Target
 
 __all__ = [
+    "FINISHED",
     "STATE_FILE",
     "InFlight",
     "Queued",
@@ -23,9 +25,13 @@ __all__ = [
     "StateError",
     "TargetState",
     "load",
+    "new_run_id",
     "new_state",
     "save",
 ]
+
+
+FINISHED = "every target is finished"  # State.ended of a run with nothing left to do
 
 
 class StateError(ValueError):
@@ -185,6 +191,7 @@ class State:
     mode: str = "eager"  # the user's baseline (autokernel/mode.py); runs from before it: eager
     reach: float = 0.0  # Rules.reach as the run was started with it; 0: every target in reach
     backend: str = "triton"  # --backend: triton, cuda or any (autokernel/backends.py)
+    run_id: str = ""  # whose heartbeat.json is whose (run/night_clock.py); "": none yet
 
     @property
     def budget_s(self) -> float:
@@ -221,6 +228,12 @@ class State:
         return cls(**{**data, "targets": targets, "in_flight": flight, "queue": queue})
 
 
+def new_run_id() -> str:
+    """An identity for one run beside its tag: a tag is free again once its branch is deleted,
+    and what an earlier run left (its heartbeat) must not count for the new one."""
+    return secrets.token_hex(8)
+
+
 def new_state(
     tag: str,
     agent: str,
@@ -240,6 +253,7 @@ def new_state(
         mode=mode,
         reach=reach,
         backend=backend,
+        run_id=new_run_id(),
     )
 
 
