@@ -239,3 +239,19 @@ def test_starter_reads_a_mask_constant_along_keys_as_one_column():
     assert mod._mask_mode(per_key.stride()) == 2
     assert mod._mask_mode(_padding_mask(2, 37, [37, 5]).stride()) == 1
     assert mod._mask_mode(torch.ones(2, 1, 37, 37).stride()) == 1
+
+
+@pytest.mark.slow
+def test_the_starter_passes_and_is_timed_at_a_masked_plan_shape():
+    """A masked plan target is timed on its expanded mask: the timing's fresh calls write new
+    values into that stride-0 tensor in place, which `Tensor.copy_` refuses to write."""
+    from autokernel.harness.sandbox import Options, evaluate
+
+    size = {"batch": 2, "heads": 2, "kv_heads": 2, "seq": 32, "head_dim": 16, "causal": 0,
+            "mask": 1}  # fmt: skip
+    verdict = evaluate(
+        KERNELS / "flash_attention.py",
+        Options(extra_sizes=[size], quick=True, compile_baseline=False, seed=7),
+    )
+    assert verdict.status.value == "PASS", verdict.message
+    assert any("mask=1" in t.size and t.us > 0 for t in verdict.timings), verdict.timings

@@ -21,6 +21,7 @@ import torch
 from autokernel.harness import interpreter_bounds
 from autokernel.harness.channel import encode_tensor, output_bound
 from autokernel.harness.guards import TorchOpMonitor
+from autokernel.harness.overwrite import overwrite
 from autokernel.harness.stages import build_inputs
 from autokernel.harness.worker_timing import WATCH_FRACTION, Sampled, TimingRejected, time_calls
 from autokernel.kernel_file import import_file
@@ -260,7 +261,7 @@ class Session:
                              (*key, label))  # fmt: skip
         for dst, src in zip(self.args, fresh, strict=True):
             if isinstance(dst, torch.Tensor):
-                dst.copy_(src)
+                overwrite(dst, src)  # an expanded mask included
         self.source = (*key, label)
 
     def inputs_intact(self) -> bool:
