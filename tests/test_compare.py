@@ -61,3 +61,19 @@ def test_shape_and_dtype_errors_are_specific():
     assert "dtype" in shape_dtype_error(torch.zeros(3, 4), e, torch.float16)
     assert "Tensor" in shape_dtype_error([1, 2], e, torch.float16)
     assert shape_dtype_error(torch.zeros(3, 4, dtype=torch.float16), e, torch.float16) is None
+
+
+def test_a_bool_output_equal_to_the_reference_passes_its_check():
+    """A generic region may return a bool tensor (x > t): its check must judge it, not raise
+    on `-` or abs() of bools."""
+    from dataclasses import replace
+
+    from autokernel.harness.stages import Evaluation, call_checked
+    from autokernel.specs import SPECS
+
+    expected = torch.tensor([[True, False, True]])
+    spec = replace(SPECS["reduce"], out_dtype=lambda d: torch.bool)
+    ev = Evaluation(spec, torch.device("cpu"), 0, call=lambda call: (expected.clone(), 0.0))
+    size = {"rows": 1, "cols": 3}
+    check, _ = call_checked(ev, "smoke", "inputs", size, torch.float32, (), expected)
+    assert check.ok and check.max_abs_err == 0.0

@@ -280,3 +280,20 @@ def test_an_argmax_starter_picks_as_torch_does_ties_and_nans_included(tmp_path):
         y[1, 7, 2] = float("nan")  # a NaN wins
         for t in (x, y):
             assert torch.equal(module.kernel_fn(t), fn(t, dim=1)), name
+
+
+@pytest.mark.slow
+def test_a_region_over_overlapping_windows_is_timed(tmp_path):
+    """Longformer chunks hidden states into overlapping windows with as_strided; a region fed
+    such windows is timed on them, its fresh values written in place over the same layout."""
+    from autokernel.model.capture import capture
+
+    base = torch.randn(64, generator=torch.Generator().manual_seed(0))
+    r = capture(lambda x: torch.softmax(x * 2, -1), [base.as_strided((15, 8), (4, 1))], "win")
+    path = tmp_path / "kernel.py"
+    path.write_text(build(r, generate(r, torch.device("cpu"))))
+    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
+                           quick=True, seed=7)  # fmt: skip
+    verdict = sandbox.evaluate(path, opts)
+    assert verdict.status.value == "PASS", verdict.message
+    assert verdict.timings and all(t.us > 0 for t in verdict.timings)

@@ -52,3 +52,20 @@ def test_overlap_is_told_from_the_strides():
     assert self_overlapping(torch.zeros(3, 1).expand(3, 4))
     assert not self_overlapping(torch.zeros(1, 4).expand(1, 4))  # a size-1 dim repeats nothing
     assert not self_overlapping(torch.zeros(2, 3, 4).permute(2, 0, 1))
+
+
+def test_overlapping_windows_take_the_values_of_windows_laid_out_alike():
+    """Longformer-style chunks (as_strided windows over one storage): a generic region's fresh
+    input is the same windows over a new storage, so its values can be written in place."""
+    dst = torch.zeros(64).as_strided((15, 8), (4, 1))
+    src = torch.randn(64).as_strided((15, 8), (4, 1))
+    ptr = dst.data_ptr()
+    overwrite(dst, src)
+    assert torch.equal(dst, src) and dst.data_ptr() == ptr and dst.stride() == (4, 1)
+
+
+def test_expanded_overlapping_windows_are_written_too():
+    dst = torch.zeros(20).as_strided((3, 4, 5), (0, 3, 1))
+    src = torch.randn(20).as_strided((3, 4, 5), (0, 3, 1))
+    overwrite(dst, src)
+    assert torch.equal(dst, src)

@@ -6,7 +6,10 @@ memory between their elements: Hugging Face's padding mask is a (batch, 1, 1, ke
 expanded over the queries with stride 0, and a model's plan hands that layout to the harness.
 `Tensor.copy_` refuses to write such a tensor ("more than one element of the written-to tensor
 refers to a single memory location"), which had failed the shipped flash_attention starter as a
-CRASH while timed, a false failure on a correct kernel.
+CRASH while timed, a false failure on a correct kernel. A generic target's input may overlap
+otherwise: Longformer chunks its hidden states with as_strided into overlapping windows, and the
+region replays that layout over one storage; the fresh input is built over its own storage with
+the same strides, so writing that storage's span writes every window's values at once.
 """
 
 from __future__ import annotations
@@ -32,17 +35,22 @@ def overwrite(dst: torch.Tensor, src: torch.Tensor) -> None:
     """dst's elements := src's. Where dst repeats memory along dims of stride 0 (an expanded
     tensor), one slice along each such dim is written, src's first: the inputs a spec builds
     again with new values have the same layout, so that slice is what every repeat holds.
-    ValueError for a layout whose elements overlap otherwise: its values cannot be replaced
-    one for one."""
+    A layout that overlaps otherwise is written through its storage span from a src laid out
+    alike (the same shape and strides: each element of dst then reads what src's does).
+    ValueError where src is laid out otherwise: its values cannot be replaced one for one."""
     if not self_overlapping(dst):
         dst.copy_(src)
         return
     for dim, (stride, size) in enumerate(zip(dst.stride(), dst.shape, strict=True)):
         if stride == 0 and size > 1:
             dst, src = dst.narrow(dim, 0, 1), src.narrow(dim, 0, 1)
-    if self_overlapping(dst):
+    if not self_overlapping(dst):
+        dst.copy_(src)
+    elif dst.shape == src.shape and dst.stride() == src.stride():
+        span = 1 + sum((n - 1) * s for n, s in zip(dst.shape, dst.stride(), strict=True))
+        dst.as_strided((span,), (1,)).copy_(src.as_strided((span,), (1,)))
+    else:
         raise ValueError(
             f"an input of shape {tuple(dst.shape)} and strides {dst.stride()} overlaps itself "
             "other than by expansion: new values cannot be written into it"
         )
-    dst.copy_(src)

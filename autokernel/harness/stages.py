@@ -145,11 +145,12 @@ def call_checked(
         check.max_abs_err, check.max_rel_err = mismatch.max_abs_err, mismatch.max_rel_err
         check.message = describe(mismatch, atol, rtol)
         raise StageFailure(Status.FAIL, check)
-    err = (got.to(torch.float64) - expected).abs()
+    wide = expected.to(torch.float64)  # a generic region's output may be bool: no `-` on it
+    err = (got.to(torch.float64) - wide).abs()
     finite = torch.isfinite(err)
     if finite.any():
         check.max_abs_err = float(err[finite].max())
-        rel = err[finite] / expected[finite].abs().clamp_min(1e-30)
+        rel = err[finite] / wide[finite].abs().clamp_min(1e-30)
         check.max_rel_err = float(rel.max())
     check.ok = True
     return check, got
