@@ -297,3 +297,21 @@ def test_a_region_over_overlapping_windows_is_timed(tmp_path):
     verdict = sandbox.evaluate(path, opts)
     assert verdict.status.value == "PASS", verdict.message
     assert verdict.timings and all(t.us > 0 for t in verdict.timings)
+
+
+@pytest.mark.slow
+def test_a_region_that_gathers_is_judged_at_sizes_smaller_than_the_models(tmp_path):
+    """gather's indices are drawn from the range the model used (0..39 into a dim of 40); the
+    sweep's smaller sizes cut that dim, and indices past it made the reference replay raise
+    inside evaluate(), a crash of the harness instead of a verdict."""
+    from autokernel.model.capture import capture
+
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.randn(6, 40, generator=gen), torch.randint(0, 40, (6, 3), generator=gen)]
+    r = capture(lambda x, i: torch.gather(x, 1, i) * 2, xs, "gather")
+    path = tmp_path / "kernel.py"
+    path.write_text(build(r, generate(r, torch.device("cpu"))))
+    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
+                           quick=True, seed=7)  # fmt: skip
+    verdict = sandbox.evaluate(path, opts)
+    assert verdict.status.value == "PASS", verdict.message
