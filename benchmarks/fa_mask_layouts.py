@@ -20,6 +20,8 @@ from types import ModuleType
 import torch
 import torch.nn.functional as F
 
+from benchmarks import runner
+
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = ((4, 16, 1024, 64), (2, 32, 2048, 128))  # BERT-base's and a wider one
 
@@ -75,7 +77,7 @@ def main() -> None:
     ap.add_argument("--before", type=Path, required=True, help="the earlier starter's file")
     ap.add_argument("--after", type=Path, default=ROOT / "kernels" / "flash_attention.py")
     ap.add_argument("--json", type=Path, help="write the rows here")
-    args = ap.parse_args()
+    args = runner.add_arguments(ap).parse_args()
     kernels = {"before": _load("fa_before", args.before), "after": _load("fa_after", args.after)}
     torch.manual_seed(0)
     rows = []
@@ -89,6 +91,20 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    runner.record("fa_mask_layouts", rows, _markdown(rows), commit=args.commit or runner.tree_commit(),
+                  results=args.results)  # fmt: skip
+
+
+def _markdown(rows: list[dict]) -> str:
+    lines = ["| shape | mask | strides | before ms | after ms | SDPA ms | err before | err after |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]  # fmt: skip
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['mask']} | {tuple(r['strides'])} | {r['before_ms']:.3f} | "
+            f"{r['after_ms']:.3f} | {r['sdpa_ms']:.3f} | {r['before_err']:.2e} | "
+            f"{r['after_err']:.2e} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
