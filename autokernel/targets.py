@@ -89,7 +89,8 @@ class Target:
 
 def parse_shape(kernel_type: str, text: str, spec: KernelSpec | None = None) -> dict[str, int]:
     """'4096x50257' (the spec's dims in order, optional leading ones left out) or
-    'rows=4096,cols=50257'."""
+    'rows=4096,cols=50257'; name=value also sets a spec's options (attention's causal=0, mask=1),
+    which change what is computed, so a night times the case the model runs."""
     spec = spec or resolve_spec(kernel_type)
     text = text.strip()
     try:
@@ -112,14 +113,23 @@ def parse_shape(kernel_type: str, text: str, spec: KernelSpec | None = None) -> 
         raise TargetError(
             f"shape {text!r}: write it as {'x'.join(spec.dims)} numbers or name=value pairs"
         ) from None
-    unknown = set(size) - set(spec.dims)
+    unknown = set(size) - set(spec.dims) - set(spec.options)
     if unknown:
+        options = "".join(f", or {k}=" + "|".join(map(str, v)) for k, v in spec.options.items())
         raise TargetError(
             f"shape {text!r}: {kernel_type} has no dimension {', '.join(sorted(unknown))}; "
-            f"its dimensions are {', '.join(spec.dims)}"
+            f"its dimensions are {', '.join(spec.dims)}{options}"
         )
-    if any(v <= 0 for v in size.values()):
+    for key, allowed in spec.options.items():
+        if key in size and size[key] not in allowed:
+            raise TargetError(
+                f"shape {text!r}: {key} must be one of {', '.join(map(str, allowed))}"
+            )
+    if any(v <= 0 for k, v in size.items() if k not in spec.options):
         raise TargetError(f"shape {text!r}: every dimension must be positive")
+    missing = [d for d in spec.dims if d in spec.cpu.bench[0] and d not in size]
+    if missing:
+        raise TargetError(f"shape {text!r}: {kernel_type} needs {', '.join(missing)} too")
     return size
 
 

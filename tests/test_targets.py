@@ -28,11 +28,35 @@ def test_shapes_parse_in_the_specs_dimension_order():
         ("softmax", "axb", "write it as"),
         ("softmax", "rows=4,vocab=8", "no dimension vocab"),
         ("matmul", "0x4x4", "positive"),
+        ("matmul", "M=128,N=64", "needs K too"),
+        ("softmax", "rows=4,cols=8,causal=0", "no dimension causal"),
+        ("flash_attention", "batch=1,heads=2,kv_heads=2,seq=64,head_dim=64,causal=2", "causal"),
+        ("flash_attention", "batch=1,heads=2,kv_heads=2,seq=64,head_dim=64,mask=3", "mask"),
     ],
 )
 def test_bad_shapes_say_what_to_write(kind, text, match):
     with pytest.raises(TargetError, match=match):
         parse_shape(kind, text)
+
+
+def test_a_shape_can_ask_for_full_or_masked_attention():
+    """A model's attention may be bidirectional (BERT) or masked (padding): the night must time
+    that case, not the causal default, so --shape names it."""
+    import torch
+
+    from autokernel.specs import SPECS
+
+    target = single("flash_attention", ["batch=1,heads=2,kv_heads=2,seq=16,head_dim=16,causal=0"])
+    (size,) = target.harness_sizes()
+    assert size["causal"] == 0
+    inputs = SPECS["flash_attention"].make_inputs(size, torch.float32, torch.Generator(), "cpu")
+    assert inputs[3] is False
+    masked = single("flash_attention", ["batch=1,heads=2,kv_heads=2,seq=16,head_dim=16,mask=1"])
+    (size,) = masked.harness_sizes()
+    inputs = SPECS["flash_attention"].make_inputs(size, torch.float32, torch.Generator(), "cpu")
+    assert inputs[5] is not None
+    with pytest.raises(TargetError, match=r"or causal=0\|1"):
+        parse_shape("flash_attention", "batch=1,heads=2,kv_heads=2,seq=16,head_dim=16,window=4")
 
 
 def test_unknown_kernel_type_lists_the_known_ones():

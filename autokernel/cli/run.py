@@ -24,7 +24,10 @@ def run(
     ] = None,
     shape: Annotated[
         list[str] | None,
-        typer.Option(help="A real shape for --kernel, e.g. 4096x50257 (repeatable)."),
+        typer.Option(
+            help="A real shape for --kernel, e.g. 4096x50257, or name=value pairs, which also "
+            "set attention's causal=0|1 and mask=0|1|2 (repeatable)."
+        ),
     ] = None,
     dtype: Annotated[
         str | None, typer.Option(help="Benchmark dtype (default bfloat16 on GPU, float32 on CPU).")

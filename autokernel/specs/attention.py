@@ -106,6 +106,7 @@ FLASH_ATTENTION = KernelSpec(
     flops=_flops,
     bytes_moved=_bytes,
     bound="compute",
+    options={"causal": (0, 1), "mask": (0, 1, 2)},
     gpu=SizeSet(
         smoke=_s(1, 4, 4, 128, 64),
         sweep=(

@@ -108,6 +108,9 @@ class KernelSpec:
     # How profile and verify find the type in a model (specs/<family>_model.py); None for a
     # generic target, whose region says it instead.
     model: ModelSide | None = None
+    # Size keys that are not dimensions but choose what is computed (attention's causal flag and
+    # mask form), with the values each may take: `run --shape` accepts them as name=value.
+    options: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     @property
     def cache_name(self) -> str:
