@@ -315,3 +315,90 @@ def test_a_region_that_gathers_is_judged_at_sizes_smaller_than_the_models(tmp_pa
                            quick=True, seed=7)  # fmt: skip
     verdict = sandbox.evaluate(path, opts)
     assert verdict.status.value == "PASS", verdict.message
+
+
+# Scalars a model passes as 0-dim tensors (a temperature, a step count, a flag): Inductor's
+# wrapper unwraps a 0-dim CPU tensor with .item() at the kernel's launch.
+SCALARS = {
+    "float": (lambda x, s: x * s + 1, torch.tensor(0.5)),
+    "int": (lambda x, s: x * s + 1, torch.tensor(3)),
+    "bool": (lambda x, s: torch.where(s, x, -x), torch.tensor(True)),
+}
+
+
+def scalar_region(name: str):
+    from autokernel.model.capture import capture
+
+    fn, s = SCALARS[name]
+    x = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))
+    return capture(fn, [x, s], f"scaled_{name}")
+
+
+@pytest.mark.parametrize("name", SCALARS)
+def test_a_zero_dim_input_is_loaded_in_the_kernel_not_read_by_item(name, tmp_path):
+    """The starter of a region with a 0-dim CPU tensor input called .item() on it, as
+    Inductor's wrapper does, and the static guard refused the product's own starter. The
+    kernel takes the tensor and loads the scalar itself; kernel_fn reads no element."""
+    r = scalar_region(name)
+    source = starter_for(r.to_dict(), torch.device("cpu"))
+    assert check_source(source) == [] and ".item" not in source
+    module = load(tmp_path, source)
+    spec = generic_spec(r.to_dict())
+    dtype = spec.dtypes[0]
+    atol, rtol = spec.tolerance(dtype)
+    for seed, size in enumerate((spec.cpu.smoke, spec.cpu.sweep[1])):
+        gen = torch.Generator().manual_seed(seed)
+        args = spec.make_inputs(size, dtype, gen, torch.device("cpu"))
+        got = module.kernel_fn(*args)
+        want = spec.reference(*[a.double() if a.is_floating_point() else a for a in args])
+        torch.testing.assert_close(got.double(), want, rtol=rtol, atol=atol)
+
+
+@pytest.mark.slow
+def test_a_scalar_input_starter_passes_the_five_stages(tmp_path):
+    r = scalar_region("float")
+    path = tmp_path / "kernel.py"
+    path.write_text(starter_for(r.to_dict(), torch.device("cpu")))
+    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
+                           timing=False)  # fmt: skip
+    verdict = sandbox.evaluate(path, opts)
+    assert verdict.status.value == "PASS", verdict.message
+    assert [s.name for s in verdict.stages if s.status == "PASS"] == [
+        "smoke", "sweep", "adversarial", "determinism", "odd_sizes"
+    ]  # fmt: skip
+
+
+CHEAT = """
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "generic"
+BACKEND = "triton"
+
+
+@triton.jit
+def _scale(x_ptr, out_ptr, s, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.load(x_ptr + i, i < n) * s + 1, i < n)
+
+
+def kernel_fn(x0, x1):
+    out = torch.empty_like(x0)
+    _scale[(triton.cdiv(x0.numel(), 256),)](x0, out, READ, x0.numel(), BLOCK=256)
+    return out
+"""
+
+
+@pytest.mark.parametrize("read", ["x1.item()", "float(x1)"])
+def test_a_candidate_that_reads_the_scalar_on_the_host_is_still_rejected(read, tmp_path):
+    """Loading the scalar in the kernel leaves the guard as strict as it was: reading an input's
+    value in kernel_fn (a sync on a GPU) is refused by name, or recorded when it runs."""
+    r = scalar_region("float")
+    path = tmp_path / "kernel.py"
+    path.write_text(CHEAT.replace("READ", read))
+    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
+                           timing=False, quick=True)  # fmt: skip
+    verdict = sandbox.evaluate(path, opts)
+    assert verdict.status.value == "REJECTED", verdict.message
+    assert "item" in verdict.message or "_local_scalar_dense" in verdict.message, verdict.message
