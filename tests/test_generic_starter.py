@@ -140,6 +140,38 @@ def test_a_recorded_cuda_wrapper_translates_into_a_guarded_kernel(tmp_path):
     torch.testing.assert_close(module.kernel_fn(x), torch.tanh(torch.relu(x)))
 
 
+def scalar_wrapper(signature: bool = True, item: str = "arg2_1.item()") -> str:
+    """CUDA_WRAPPER as Inductor writes it for a 0-dim CPU input beside CUDA tensors: the
+    scalar unwrapped with .item() at the launch, typed in the kernel's signature."""
+    wrapper = CUDA_WRAPPER.replace("'out_ptr0': '*fp32'", "'in_ptr1': 'fp32', 'out_ptr0': '*fp32'")
+    if not signature:
+        wrapper = wrapper.replace("triton_meta={'signature'", "triton_meta={'no_signature'")
+    wrapper = wrapper.replace("(in_ptr0, out_ptr0, xnumel", "(in_ptr0, in_ptr1, out_ptr0, xnumel")
+    wrapper = wrapper.replace(
+        "libdevice.tanh(tmp1), xmask", "libdevice.tanh(tmp1) * in_ptr1, xmask"
+    )
+    wrapper = wrapper.replace("arg0_1, arg1_1 = args", "arg0_1, arg1_1, arg2_1 = args")
+    return wrapper.replace(".run(arg1_1, buf0,", f".run(arg1_1, {item}, buf0,")
+
+
+@pytest.mark.parametrize("signature", [True, False], ids=["typed", "untyped"])
+def test_a_scalar_a_cuda_wrapper_unwraps_is_loaded_by_the_kernel(signature, tmp_path):
+    """Typed as Inductor's signature says (else as the Python number .item() gives), and the
+    .item() of anything but an input is no starter at all rather than one the guard refuses."""
+    from autokernel.model.capture import capture
+
+    x, s = torch.randn(4096), torch.tensor(0.5)
+    r = capture(lambda x, s: torch.tanh(torch.relu(x)) * s, [x, s], "scaled")
+    args = (ArgSource("size", 0, 0), ArgSource("tensor", 0), ArgSource("tensor", 1))
+    source = build(r, InductorCode(scalar_wrapper(signature), args))
+    assert check_source(source) == [] and ".item" not in source
+    assert "in_ptr1 = tl.load(in_ptr1_scalar_ptr).to(tl.float32)" in source
+    module = load(tmp_path, source)
+    torch.testing.assert_close(module.kernel_fn(x, s), torch.tanh(torch.relu(x)) * s)
+    with pytest.raises(StarterError, match="from no input"):
+        build(r, InductorCode(scalar_wrapper(signature, "buf0.item()"), args))
+
+
 def test_a_wrapper_that_leaves_part_of_the_region_to_a_library_is_refused():
     r = capture_relu_tanh()
     wrapper = CUDA_WRAPPER.replace("triton_poi_fused_mul_0.run(arg1_1, buf0, s0, stream=stream0)",
