@@ -314,6 +314,16 @@ def test_an_argmax_starter_picks_as_torch_does_ties_and_nans_included(tmp_path):
             assert torch.equal(module.kernel_fn(t), fn(t, dim=1)), name
 
 
+def judged(r, source: str, tmp_path: Path, **options):
+    """The sandboxed harness's verdict on `source` as the region's kernel.py, judged at the
+    model's own sizes too."""
+    path = tmp_path / "kernel.py"
+    path.write_text(source)
+    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
+                           **options)  # fmt: skip
+    return sandbox.evaluate(path, opts)
+
+
 @pytest.mark.slow
 def test_a_region_over_overlapping_windows_is_timed(tmp_path):
     """Longformer chunks hidden states into overlapping windows with as_strided; a region fed
@@ -322,11 +332,7 @@ def test_a_region_over_overlapping_windows_is_timed(tmp_path):
 
     base = torch.randn(64, generator=torch.Generator().manual_seed(0))
     r = capture(lambda x: torch.softmax(x * 2, -1), [base.as_strided((15, 8), (4, 1))], "win")
-    path = tmp_path / "kernel.py"
-    path.write_text(build(r, generate(r, torch.device("cpu"))))
-    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
-                           quick=True, seed=7)  # fmt: skip
-    verdict = sandbox.evaluate(path, opts)
+    verdict = judged(r, build(r, generate(r, torch.device("cpu"))), tmp_path, quick=True, seed=7)
     assert verdict.status.value == "PASS", verdict.message
     assert verdict.timings and all(t.us > 0 for t in verdict.timings)
 
@@ -341,11 +347,7 @@ def test_a_region_that_gathers_is_judged_at_sizes_smaller_than_the_models(tmp_pa
     gen = torch.Generator().manual_seed(0)
     xs = [torch.randn(6, 40, generator=gen), torch.randint(0, 40, (6, 3), generator=gen)]
     r = capture(lambda x, i: torch.gather(x, 1, i) * 2, xs, "gather")
-    path = tmp_path / "kernel.py"
-    path.write_text(build(r, generate(r, torch.device("cpu"))))
-    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
-                           quick=True, seed=7)  # fmt: skip
-    verdict = sandbox.evaluate(path, opts)
+    verdict = judged(r, build(r, generate(r, torch.device("cpu"))), tmp_path, quick=True, seed=7)
     assert verdict.status.value == "PASS", verdict.message
 
 
@@ -389,11 +391,7 @@ def test_a_zero_dim_input_is_loaded_in_the_kernel_not_read_by_item(name, tmp_pat
 @pytest.mark.slow
 def test_a_scalar_input_starter_passes_the_five_stages(tmp_path):
     r = scalar_region("float")
-    path = tmp_path / "kernel.py"
-    path.write_text(starter_for(r.to_dict(), torch.device("cpu")))
-    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
-                           timing=False)  # fmt: skip
-    verdict = sandbox.evaluate(path, opts)
+    verdict = judged(r, starter_for(r.to_dict(), torch.device("cpu")), tmp_path, timing=False)
     assert verdict.status.value == "PASS", verdict.message
     assert [s.name for s in verdict.stages if s.status == "PASS"] == [
         "smoke", "sweep", "adversarial", "determinism", "odd_sizes"
@@ -427,10 +425,6 @@ def test_a_candidate_that_reads_the_scalar_on_the_host_is_still_rejected(read, t
     """Loading the scalar in the kernel leaves the guard as strict as it was: reading an input's
     value in kernel_fn (a sync on a GPU) is refused by name, or recorded when it runs."""
     r = scalar_region("float")
-    path = tmp_path / "kernel.py"
-    path.write_text(CHEAT.replace("READ", read))
-    opts = sandbox.Options(region=r.to_dict(), compile_baseline=False, extra_sizes=[r.symbols],
-                           timing=False, quick=True)  # fmt: skip
-    verdict = sandbox.evaluate(path, opts)
+    verdict = judged(r, CHEAT.replace("READ", read), tmp_path, timing=False, quick=True)
     assert verdict.status.value == "REJECTED", verdict.message
     assert "item" in verdict.message or "_local_scalar_dense" in verdict.message, verdict.message
