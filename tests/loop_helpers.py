@@ -8,6 +8,7 @@ runs the real sandboxed harness end to end.
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -21,6 +22,16 @@ from autokernel.run.results import ResultsLog
 from autokernel.run.state import new_state
 from autokernel.run.workspace import Workspace
 from autokernel.targets import Target, single
+
+
+class Killed(BaseException):
+    """A kill with no cleanup, as SIGKILL would be: no `except Exception` catches it."""
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def default_speed(config: dict) -> float:

@@ -5,26 +5,15 @@ point of an experiment, then resumes it as a new process would: from the files o
 from __future__ import annotations
 
 import errno
-import subprocess
 from pathlib import Path
 
 import pytest
-from loop_helpers import FakeHarness, make_loop, reopen
+from loop_helpers import FakeHarness, Killed, git, make_loop, reopen
 
 from autokernel.loop import RunError
 from autokernel.orchestrate import Rules
 from autokernel.run.results import ResultsLog
 from autokernel.run.state import load
-
-
-class Killed(BaseException):
-    pass
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def kill_at(obj: object, method: str, when: str, nth: int) -> None:

@@ -5,27 +5,16 @@ simply followed. In-process through prepare() and Typer's runner: no evaluation 
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
-from loop_helpers import FakeHarness, make_loop
+from loop_helpers import FakeHarness, Killed, git, make_loop
 from typer.testing import CliRunner
 
 import autokernel.session as session
 from autokernel.cli import app
 from autokernel.run.results import ResultsLog
 from autokernel.session import RunRequest, SessionError, prepare
-
-
-class Killed(BaseException):
-    pass
-
-
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", *args], cwd=root, capture_output=True, text=True, check=True
-    ).stdout.strip()
 
 
 def killed_mid_evaluation(root: Path) -> None:

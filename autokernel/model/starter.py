@@ -5,7 +5,9 @@ Inductor's wrapper (autokernel.model.inductor_code) is read as a syntax tree, ne
 libdevice, tl_math), which become plain-Triton helpers the file defines itself
 (autokernel.model.triton_helpers); its `call` function, which allocates the buffers and
 launches the kernels, becomes kernel_fn(x0, x1, ...) (autokernel.model.starter_host), each
-launch going through a launcher that takes the block sizes and warps from CONFIG. Anything else
+launch going through a launcher that takes the block sizes and warps from CONFIG. A scalar the
+wrapper reads from a 0-dim input with .item() is loaded by the kernel instead (_load_scalars):
+kernel_fn reads no element on the host, which the static guard refuses. Anything else
 in the wrapper (a library call for part of the region, a kernel shape this module does not
 know) is refused with the reason, so a starter either is Inductor's code or does not exist.
 
@@ -56,6 +58,8 @@ def build(region: Region, code: InductorCode, static: InductorCode | None = None
             kernels = {**kernels, **s_kernels}
             helpers |= s_helpers
             chosen = {n + STATIC_SUFFIX: c for n, c in static.chosen.items()}
+    for kernel in kernels.values():
+        _load_scalars(kernel, region)
     config, space = starter_launch.tunables(kernels, chosen)
     return _render(region, kernels, helpers, (host, at_shape), config, space)
 
@@ -72,6 +76,44 @@ def _suffixed(wrapper: str) -> str:
 
 
 # ---- the kernels ------------------------------------------------------------------------------
+
+# Triton's names for scalar types, as Inductor's signatures write them.
+_TL_TYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+             "i1": "int1", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+             "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64"}  # fmt: skip
+SCALAR_SUFFIX = "_scalar_ptr"
+
+
+def _load_scalars(kernel: Kernel, region: Region) -> None:
+    """Each scalar param the wrapper unwrapped from a 0-dim input with .item()
+    (Kernel.scalars) becomes a pointer to that input, loaded first thing in the kernel and cast
+    to the type Inductor's signature gave the scalar: the value the kernel computed with, read
+    on the device, so kernel_fn reads nothing on the host (which the static guard refuses)."""
+    if not kernel.scalars:
+        return
+    fn = syntax.parse(kernel.source).body[0]
+    assert isinstance(fn, ast.FunctionDef)
+    loads = []
+    for a in fn.args.args:
+        if a.arg in kernel.scalars:
+            dtype = _scalar_type(kernel.signature.get(a.arg), region, kernel.scalars[a.arg])
+            loads.append(f"{a.arg} = tl.load({a.arg}{SCALAR_SUFFIX}).to(tl.{dtype})")
+            a.arg += SCALAR_SUFFIX
+    fn.body = [*syntax.parse("\n".join(loads)).body, *fn.body]
+    kernel.source = ast.unparse(fn)
+
+
+def _scalar_type(signed: str | None, region: Region, index: int) -> str:
+    """Inductor's type for the scalar; without a signature, that of the Python number .item()
+    gives: a float (float32 unless the tensor is float64), an int, a bool."""
+    if signed in _TL_TYPES:
+        return _TL_TYPES[signed]
+    dtype = region.inputs[index].torch_dtype
+    if dtype == torch.bool:
+        return "int1"
+    if dtype.is_floating_point:
+        return "float64" if dtype == torch.float64 else "float32"
+    return "int64"
 
 
 def _kernels(tree: ast.Module) -> tuple[dict[str, Kernel], set[str]]:
@@ -118,6 +160,8 @@ def _kernel(name: str, src: str, helpers: set[str]) -> Kernel:
     kernel.local = _local_functions(tree, fn, helpers)
     kernel.size_hints = _literal(meta.get("size_hints")) or {}
     inductor_meta = _dict_items(meta.get("inductor_meta"))
+    signature = _dict_items(meta.get("triton_meta")).get("signature")
+    kernel.signature = {str(k): str(v) for k, v in (signature or {}).items()}
     hint = meta.get("reduction_hint")  # a keyword of the decorator; in inductor_meta before
     hint = ast.unparse(hint) if hint is not None else inductor_meta.get("reduction_hint", "")
     kernel.hint = str(hint).rsplit(".", 1)[-1]

@@ -6,6 +6,12 @@ and their sizes (ArgSource), `empty_strided_*` allocations to torch.empty_stride
 inputs' device, `reinterpret_tensor` to .as_strided, size arithmetic kept, each `<kernel>.run`
 to the file's launcher, device guards, stream lookups, asserts and `del` dropped. Any other
 statement is a part of the region Inductor did not write as Triton (a library call): refused.
+
+A 0-dim CPU tensor input (a scalar the model passes as a tensor) is one Inductor unwraps at the
+launch, `<kernel>.run(arg1_1.item(), ...)`. kernel_fn may not read an element on the host (the
+static guard refuses `.item` in any kernel.py: it is how a candidate would sync or compute in
+Python), so the launch passes the tensor itself and the kernel loads the value
+(Kernel.scalars, written into the kernel by autokernel.model.starter).
 """
 
 from __future__ import annotations
@@ -44,10 +50,11 @@ def host(fn: ast.FunctionDef, kernels: dict, args: tuple[ArgSource, ...]) -> lis
     so Inductor writes them straight into one buffer)."""
     lines: list[str] = []
     outputs: list[str] = []
+    bound: dict[str, int] = {}  # the wrapper's names for input tensors -> their index
 
     def walk(stmts: list[ast.stmt]) -> None:
         for stmt in stmts:
-            _statement(stmt, kernels, args, lines, outputs, walk)
+            _statement(stmt, kernels, args, lines, outputs, walk, bound)
 
     walk(fn.body)
     if len(outputs) != 1:
@@ -56,7 +63,7 @@ def host(fn: ast.FunctionDef, kernels: dict, args: tuple[ArgSource, ...]) -> lis
     return lines
 
 
-def _statement(stmt, kernels, args, lines, outputs, walk) -> None:
+def _statement(stmt, kernels, args, lines, outputs, walk, bound) -> None:
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
         return  # a docstring
     if isinstance(stmt, ast.Delete):
@@ -78,6 +85,9 @@ def _statement(stmt, kernels, args, lines, outputs, walk) -> None:
             if len(names) != len(args):
                 raise StarterError(f"call() takes {len(names)} arguments, the graph {len(args)}")
             lines.extend(f"{n} = {_source(a)}" for n, a in zip(names, args, strict=True))
+            bound.update(
+                (n, a.input) for n, a in zip(names, args, strict=True) if a.kind == "tensor"
+            )
             return
         if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
             fname = value.func.id
@@ -109,13 +119,30 @@ def _statement(stmt, kernels, args, lines, outputs, walk) -> None:
                 if len(call.args) != len(params) or any(k.arg not in ("stream", "grid")
                                                         for k in call.keywords):  # fmt: skip
                     raise StarterError(f"{func.value.id}.run(...) does not match its kernel")
-                values = ", ".join(ast.unparse(a) for a in call.args)
-                lines.append(f"_launch_{func.value.id}({values})")
+                kernel = kernels[func.value.id]
+                pairs = zip(call.args, params, strict=True)
+                values = [_argument(a, p, kernel, bound) for a, p in pairs]
+                lines.append(f"_launch_{func.value.id}({', '.join(values)})")
                 return
         if isinstance(func, ast.Attribute) and func.attr == "set_device":
             return
     raise StarterError(f"Inductor's call() runs `{ast.unparse(stmt)[:120]}`, which a kernel.py "
                        "cannot: part of the region is not a Triton kernel")  # fmt: skip
+
+
+def _argument(arg: ast.expr, param: str, kernel, bound: dict[str, int]) -> str:
+    """A launch argument as kernel_fn passes it: an input Inductor unwrapped with .item()
+    goes as the tensor, and the kernel loads it."""
+    item = (isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute)
+            and arg.func.attr == "item" and not arg.args and not arg.keywords)  # fmt: skip
+    if not item:
+        return ast.unparse(arg)
+    receiver = arg.func.value  # type: ignore[attr-defined]
+    if not (isinstance(receiver, ast.Name) and receiver.id in bound):
+        raise StarterError(f"{kernel.name}: launched with {ast.unparse(arg)}, a value read on "
+                           "the host from no input")  # fmt: skip
+    kernel.scalars[param] = bound[receiver.id]
+    return receiver.id
 
 
 def _is_arithmetic(node: ast.AST) -> bool:

@@ -28,6 +28,10 @@ class Kernel:
     # @triton.jit functions Inductor wrote beside the kernel and the kernel calls (a scan's
     # combine function), name -> rewritten source
     local: dict[str, str] = field(default_factory=dict)
+    signature: dict[str, str] = field(default_factory=dict)  # Inductor's: param -> "fp32", ...
+    # scalar params the wrapper unwrapped from a 0-dim input with .item(), -> that input's
+    # index: the starter passes the tensor and the kernel loads it (autokernel.model.starter)
+    scalars: dict[str, int] = field(default_factory=dict)
 
 
 def _p2(n: int) -> int:
