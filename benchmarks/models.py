@@ -8,8 +8,8 @@ Llama-, Qwen2-, GPT-2- and BERT-family models are built from configs (random wei
 4 x 1024 tokens a forward), then each goes through verify as a user's model would
 (autokernel.model.verify.verifier.verify_model and conclude): outputs against eager, the kernel selection on
 the whole forward in --mode, every mode timed interleaved (eager, patched, compile,
-compile+patched, cuda-graphs) and the prediction checked. Kernels come from --workspace (a
-finished run) or, with --starters, from kernels/*.py, every type plugged in wherever the model
+compile+patched, cuda-graphs, compile+cuda-graphs) and the prediction checked. Kernels come from
+--workspace (a finished run) or, with --starters, from kernels/*.py, every type plugged in wherever the model
 matches it. Output: <out-dir>/<prefix>-models-<date>.md for people and
 <out-dir>/<prefix>-models-latest.json for tools:
 {"gpu", "torch", "triton", "commit", "date", "rows": [{"model", "tokens", "mode", "ms",

@@ -43,7 +43,11 @@ def verify_command(
         bool, typer.Option("--compile/--no-compile", help="Also time the torch.compile modes.")
     ] = True,
     cuda_graphs: Annotated[
-        bool, typer.Option(help="Also time the patched model captured in a CUDA graph.")
+        bool,
+        typer.Option(
+            help="Also time the patched model captured in a CUDA graph, and the compiled "
+            "patched model captured in one.",
+        ),
     ] = False,
     select: Annotated[
         bool | None,

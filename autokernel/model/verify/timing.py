@@ -24,6 +24,7 @@ from autokernel.model.verify.ablation import ROUNDS, Ablation, ablate
 from autokernel.model.verify.modes import (
     BASE,
     COMPILE,
+    COMPILE_GRAPHS,
     COMPILE_PATCHED,
     CUDA_GRAPHS,
     EAGER,
@@ -109,6 +110,8 @@ def time_model(
                     runners[COMPILE_PATCHED] = variant(timed.kept["compile"], True)
             if cuda_graphs:
                 runners[CUDA_GRAPHS] = variant(timed.kept["eager"], False, graphed=True)
+                if with_compile:
+                    runners[COMPILE_GRAPHS] = variant(timed.kept["compile"], True, graphed=True)
             samples, errors = time_modes(runners, on_gpu, rounds, timer)
             for m, why in errors.items():
                 timed.notes.append(f"{m}: could not run: {why}")
