@@ -5,9 +5,12 @@ kernels its source defines, keeps CONFIG inside SEARCH_SPACE, and compiles with 
 from __future__ import annotations
 
 import ast
+import fcntl
+import hashlib
 import itertools
+import json
+import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -59,10 +62,48 @@ def test_starter_contract(path):
     assert used and used <= defined, f"kernels used but not defined: {used - defined}"
 
 
-@pytest.mark.parametrize("path", STARTERS, ids=IDS)
-def test_starter_compiles_for_sm90a(path):
+@pytest.fixture(scope="session")
+def builds(tmp_path_factory) -> Path:
+    """Where each starter's build at its CONFIG is kept for the session: under xdist, the
+    folder above every worker's own, so the workers share it."""
+    root = tmp_path_factory.getbasetemp()
+    return (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "cuda-starters"
+
+
+def _built(path: Path, folder: Path) -> tuple[bytes, str, str]:
+    """The starter at its CONFIG built by the builder's compile_cubin with the builder's flags,
+    plus -Xptxas -v (ptxas's report) and -keep (the PTX it assembled): its cubin, the report
+    and the PTX. Built once per session under a lock, whichever test or xdist worker asks
+    first: an nvcc run of a starter costs 2-10 s on two cores, and two tests need this one."""
     source, config, _ = _literals(path)
-    assert len(_compile(source, config)) > 0
+    nvcc = nvcc_or_skip()
+    flags = [*cuda_build.BASE_FLAGS, f"-arch={ARCH}", *cuda_build.define_flags(config)]
+    key = hashlib.sha256(json.dumps([source, flags, nvcc]).encode()).hexdigest()[:16]
+    out = folder / f"{path.stem}-{key}"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "kernel.cubin").exists():
+            keep = out / "keep"
+            keep.mkdir(parents=True, exist_ok=True)
+            report = out / "report.txt"
+            # compile_cubin keeps nothing nvcc prints when it succeeds: a wrapper saves it
+            wrapper = out / "nvcc"
+            wrapper.write_text(f'#!/bin/sh\n"{nvcc}" "$@" > "{report}" 2>&1\nrc=$?\n'
+                               f'cat "{report}"\nexit $rc\n')  # fmt: skip
+            wrapper.chmod(0o755)
+            extra = ["-Xptxas", "-v", "-keep", f"-keep-dir={keep}"]
+            cubin = cuda_build.compile_cubin(source, str(wrapper), [*flags, *extra])
+            (out / "kernel.cubin.tmp").write_bytes(cubin)
+            (out / "kernel.cubin.tmp").rename(out / "kernel.cubin")
+    (ptx,) = (out / "keep").glob("*.ptx")
+    return (out / "kernel.cubin").read_bytes(), (out / "report.txt").read_text(), ptx.read_text()
+
+
+@pytest.mark.parametrize("path", STARTERS, ids=IDS)
+def test_starter_compiles_for_sm90a(path, builds):
+    cubin, _, _ = _built(path, builds)
+    assert len(cubin) > 0
 
 
 @pytest.mark.slow
@@ -110,34 +151,17 @@ ROW_STARTERS = ("rmsnorm", "layernorm", "softmax", "reduce", "cross_entropy")
 WRITES_ROWS = ("rmsnorm", "layernorm", "softmax")
 
 
-def _nvcc(source: str, config: dict, tmp_path: Path, *flags: str) -> tuple[str, Path]:
-    """nvcc's report and output path for the source at config, with extra flags."""
-    src = tmp_path / "k.cu"
-    src.write_text(source)
-    out = tmp_path / "k.out"
-    argv = [nvcc_or_skip(), *cuda_build.BASE_FLAGS, f"-arch={ARCH}",
-            *cuda_build.define_flags(config), *flags, "-o", str(out), str(src)]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout + done.stderr, out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ROW_STARTERS)
-def test_row_starters_move_16_byte_vectors_without_spilling(kind, tmp_path):
+def test_row_starters_move_16_byte_vectors_without_spilling(kind, builds):
     """At its CONFIG each row-wise starter loads (and stores) rows as 128-bit accesses and keeps
     every value in registers: a struct of bf16 copied element by element, or a register array
     indexed at run time, shows here before it costs 3x on the GPU."""
-    source, config, _ = _literals(ROOT / "kernels" / "cuda" / f"{kind}.py")
     # one build gives both: ptxas's report and, kept, the PTX it assembled (a second nvcc run
-    # for -ptx cost 10-20 s a starter on two cores)
-    keep = tmp_path / "keep"
-    keep.mkdir()
-    report, _ = _nvcc(source, config, tmp_path, "-Xptxas", "-v", "-keep", f"-keep-dir={keep}")
+    # for -ptx cost 10-20 s a starter on two cores); test_starter_compiles_for_sm90a's build
+    _, report, text = _built(ROOT / "kernels" / "cuda" / f"{kind}.py", builds)
     spills = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", report)
     assert spills and all(s == ("0", "0") for s in spills), report
-    (ptx,) = keep.glob("*.ptx")
-    text = ptx.read_text()
     assert "ld.global.nc.v4.u32" in text
     if kind in WRITES_ROWS:
         assert "st.global.v4.u32" in text
