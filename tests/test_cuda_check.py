@@ -125,6 +125,18 @@ def test_ptx_allowlist_reads_labels_predicates_and_blocks():
     assert ptx_problems(".global .u32 g;") != []
 
 
+def test_ptx_allowlist_takes_the_hopper_matmul_instructions():
+    """What the wgmma matmul starter issues: warpgroup MMA and its fence, commit and wait, the
+    async-proxy fence after cp.async, a predicate for scale-d. Already allowed by family name
+    (wgmma, fence, setp); held here so a narrower list cannot drop them unnoticed."""
+    for ptx in ("wgmma.fence.sync.aligned;", "wgmma.commit_group.sync.aligned;",
+                "wgmma.wait_group.sync.aligned 1;", "fence.proxy.async.shared::cta;",
+                "{\\n.reg .pred p;\\nsetp.ne.b32 p, %2, 0;\\nwgmma.mma_async.sync.aligned."
+                "m64n8k16.f32.bf16.bf16 {%0,%1}, %3, %4, p, 1, 1, 0, 1;\\n}\\n"):  # fmt: skip
+        assert ptx_problems(ptx) == [], ptx
+    assert ptx_problems("wgmma.fence.sync.aligned; trap;") != []
+
+
 def test_ptx_reads_declared_registers_and_shape_registers():
     assert ptx_problems("{ .reg .b32 %%r<2>; mov.u32 %%r1, %%laneid; mov.u32 %0, %%r1; }") == []
     assert ptx_problems("mov.u32 %0, %%tid.x;\\n\\tmov.u32 %1, %%ctaid.y; // %%clock") == []

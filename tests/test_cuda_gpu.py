@@ -129,6 +129,30 @@ def test_matmul_stores_nothing_outside_its_output(mnk):
     assert torch.allclose(c.double(), want.double(), atol=2e-2 * k**0.5, rtol=2e-2)
 
 
+@pytest.mark.parametrize("mnk", [(130, 72, 64), (77, 3008, 1000), (5, 8, 24), (300, 520, 4104)],
+                         ids=str)  # fmt: skip
+def test_matmul_wgmma_stores_nothing_outside_its_output(mnk):
+    """The Hopper path alone (rows 16-byte aligned, any M, N % 16 != 0, K % 64 != 0): its
+    guarded stores leave the canary columns and rows around C alone."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the wgmma path is built for sm_90a only")
+    spec = importlib.util.spec_from_file_location("cuda_matmul_wg", CUDA_DIR / "matmul.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    m, n, k = mnk
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    buf = torch.full((m + 64, n + 8), 7.0, device="cuda", dtype=torch.bfloat16)
+    c = buf[:m, :n]
+    grid = -(-m // mod._HBM) * -(-n // 256)
+    mod._WG[torch.bfloat16](grid, mod._HTHREADS, a, b, c, m, n, k, k, n, n + 8,
+                            shared=mod._HSHARED)  # fmt: skip
+    torch.cuda.synchronize()
+    assert torch.all(buf[:, n:] == 7.0) and torch.all(buf[m:] == 7.0)
+    want = (a.double() @ b.double()).to(torch.bfloat16)
+    assert torch.allclose(c.double(), want.double(), atol=2e-2 * k**0.5, rtol=2e-2)
+
+
 def test_a_cached_build_loads_in_under_a_second():
     text = (CUDA_DIR / "softmax.py").read_text()
     source, config = literal_assignment(text, "CUDA_SOURCE"), literal_assignment(text, "CONFIG")
