@@ -45,9 +45,8 @@ CUDA_SOURCE = r"""
 #define MIN_BLOCKS (1024 / BOUND)
 
 // One 16-byte vector of T as VEC floats, and back. The 16 bytes travel as a uint4, so every
-// load and store is a single 128-bit instruction (LDG.E.128 / STG.E.128 in SASS; a struct of
-// eight __nv_bfloat16 filled element by element compiled to eight 2-byte stores in one
-// kernel). at(w, q): element q of the words w[0..7] (two vectors).
+// load and store is one 128-bit instruction (LDG.E.128 / STG.E.128; a struct of 8 bf16 filled
+// element by element became eight 2-byte stores). at(w, q): element q of words w[0..7].
 #define DI __device__ __forceinline__
 #define DEV static DI
 template <typename H2> DEV unsigned bits(H2 h) { return *reinterpret_cast<const unsigned*>(&h); }
@@ -56,8 +55,7 @@ template <> struct Cvt<float> {
   static constexpr int VEC = 4;
   DEV float at(const unsigned* w, int q) { return __uint_as_float(w[q]); }
   DEV uint4 pack(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
+    return make_uint4(bits(f[0]), bits(f[1]), bits(f[2]), bits(f[3]));
   }
   DEV float from(float v) { return v; }
 };
@@ -85,8 +83,7 @@ template <> struct Cvt<__half> {
   DEV __half from(float v) { return __float2half_rn(v); }
 };
 
-template <typename T>
-__device__ __forceinline__ void unpack(const uint4& r, float* f) {
+template <typename T> DI void unpack(const uint4& r, float* f) {
   const unsigned w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
   for (int j = 0; j < Cvt<T>::VEC; ++j) f[j] = Cvt<T>::at(w, j);
@@ -173,12 +170,8 @@ __device__ __forceinline__ void emit(const uint4& v, int k, int cols, float rstd
 // f(Mis<m>()) for the run-time offset m (uniform across the row's threads): the output pass
 // is compiled once per offset, so the weight's shift is a compile-time one.
 template <int M> struct Mis { static constexpr int value = M; };
-template <typename T, int MIS = 0, typename F>
-DI void with_mis(int mis, F&& f) {
-  if constexpr (MIS < Cvt<T>::VEC) {
-    if (mis == MIS) f(Mis<MIS>());
-    else with_mis<T, MIS + 1>(mis, f);
-  }
+template <typename T, int MIS = 0, typename F> DI void with_mis(int mis, F&& f) {
+  if constexpr (MIS < Cvt<T>::VEC) mis == MIS ? f(Mis<MIS>()) : with_mis<T, MIS + 1>(mis, f);
 }
 
 // 16 bytes global -> shared with no register between (cp.async). cp_wait completes the
@@ -191,7 +184,7 @@ __device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_all;\n" 
 
 // A row walked from the 16-byte boundary at or before its start; no vectors past `rows`.
 template <typename T> struct RowAt {
-  const uint4* xv;
+  const uint4* xv;  // the boundary's vector; the row starts mis elements into it
   int mis, nvec;
   DI RowAt(const T* x, long long row, long long rows, long long xs, int cols) {
     const T* xr = x + (row < rows ? row : 0) * xs;
@@ -243,8 +236,7 @@ DI void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __rest
   });
 }
 
-// The wide path (see the docstring). g is the launch's block as a constant, so slot offsets
-// are immediates: with blockDim.x their addresses spilled 450 bytes a thread.
+// The wide path (docstring); g is the block as a constant, so slot offsets are immediates.
 template <typename T>
 DI void rmsnorm_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
                      long long rows, int cols, long long xs, long long ys, float eps) {
@@ -342,10 +334,7 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
     if plan is None:
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        rows, size = x2.shape[0], x2.element_size()
-        wide = wide_plan(rows, cols, size, CONFIG, x.device)
-        plan = (_WIDE, *wide) if wide else (_KERNELS, *rows_plan(rows, cols, size, CONFIG))
-        _PLANS[key] = plan
+        plan = _PLANS[key] = launch_plan(x2.shape[0], cols, x2.element_size(), CONFIG, x.device)
     kernels, grid, block, *extra, shared = plan
     kernels[x.dtype](grid, block, x2, w, y2, x2.shape[0], cols, x2.stride(0), cols, float(eps),
                      *extra, shared=shared)  # fmt: skip
@@ -373,20 +362,20 @@ def rows_plan(rows: int, cols: int, size: int, config: dict) -> tuple[int, int, 
     return -(-rows // (block // g)), block, g, smem_items, smem_items * g * 16
 
 
-def wide_plan(rows: int, cols: int, size: int, config: dict, device: torch.device):
-    """(grid, block, shared bytes) of the wide path, or None where the narrow path serves: a
-    row it holds in registers, or one too long for WIDE_ITEMS slots (fp32 at 50257), or one
-    whose weight and slots do not fit in the shared memory a block may opt into."""
-    p = torch.cuda.get_device_properties(device)  # opt-in shared memory: 48 KB if torch hides it
-    smem = getattr(p, "shared_memory_per_block_optin", 48 * 1024)
+def launch_plan(rows: int, cols: int, size: int, config: dict, device: torch.device) -> tuple:
+    """(kernels, grid, block, *arguments, shared bytes): the wide path's, or rows_plan's for rows
+    it holds in registers, rows past WIDE_ITEMS slots (fp32 at 50257), or weight and slots past
+    the shared memory a block may opt into."""
+    p = torch.cuda.get_device_properties(device)  # SMs, and the shared memory a block may opt into
     vec, g = 16 // size, config["WIDE_THREADS"]
     nvec = -(-cols // vec) + (cols % vec != 0)
     slots = -(-nvec // g)
     shared = -(-cols // vec) * 16 + slots * g * 16  # the weight, then every thread's slots
     narrow = nvec <= config["MAX_THREADS"] * config["ITEMS"]  # the narrow path's registers
-    if narrow or slots > config["WIDE_ITEMS"] or shared + 1024 > smem:  # 1 KB: red[] and slack
-        return None
-    return min(rows, p.multi_processor_count), g, shared
+    full = shared + 1024 > p.shared_memory_per_block_optin  # 1 KB: red[] and some slack
+    if narrow or slots > config["WIDE_ITEMS"] or full:
+        return (_KERNELS, *rows_plan(rows, cols, size, config))
+    return _WIDE, min(rows, p.multi_processor_count), g, shared
 
 
 def _fresh(t: torch.Tensor) -> torch.Tensor:
