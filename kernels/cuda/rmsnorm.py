@@ -5,12 +5,16 @@ A group of G threads owns one row: a slice of a warp for narrow rows (many rows 
 whole block for wide ones. The row is walked in 16-byte vectors from the 16-byte boundary at or
 before its start, so an odd width (50257) still moves whole 128-bit loads and stores; only the
 first and last vector of a row are partial (masked in the sum, stored element by element).
-Thread t of the group owns vectors t, t + G, t + 2G, ... (its slots): the first ITEMS slots stay
-in registers, the next ones in shared memory (up to SMEM_KB per block), so a row that fits is
-read from memory once; slots beyond that are read again for the output. Sums are shuffles (and
-one shared-memory step across warps) in a fixed order: bitwise deterministic.
-The weight is read at the row's own offset from a 16-byte boundary (rows of an odd width sit at
-any of the 8 offsets): two aligned weight vectors, shifted by a compile-time amount.
+Thread t of the group owns vectors t, t + G, t + 2G, ... (its slots): the first ITEMS stay in
+registers, the next ones in shared memory (up to SMEM_KB a block), the rest are read again for
+the output. Sums are shuffles (one shared-memory step across warps) in a fixed order: bitwise
+deterministic. The weight is read at the row's offset from a 16-byte boundary (odd widths sit
+at all 8): two aligned weight vectors, shifted by a compile-time amount.
+Rows past those registers take the wide path where it fits (4096x50257 ran at 64 % of copy
+before it: each row read the weight again from L2, as many bytes as the row, and waited on its
+loads): one block of WIDE_THREADS an SM loops over rows, with the weight in its shared memory,
+loaded once, and the row in registers; cp.async copies the next row into shared memory as soon
+as this one's values are in registers, so it flies while this row reduces and stores.
 """
 
 import torch
@@ -22,14 +26,13 @@ BACKEND = "cuda"
 # Tunables; the builder passes each as a -D define, and kernel_fn reads them for the launch.
 # ITEMS: 16-byte vectors a thread keeps in registers; MAX_THREADS: most threads on one row;
 # NARROW_BLOCK: block size when a row needs a warp or less; SMEM_KB: shared memory a block may
-# use for the slots of its row beyond the registers.
-CONFIG = {"ITEMS": 6, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96}
-SEARCH_SPACE = {
-    "ITEMS": [2, 4, 6, 8],
-    "MAX_THREADS": [128, 256, 512, 1024],
-    "NARROW_BLOCK": [64, 128, 256, 512],
-    "SMEM_KB": [0, 48, 96, 192],
-}
+# use for the slots of its row beyond the registers. Rows that would need those take the wide
+# path: WIDE_THREADS a block, one block an SM, WIDE_ITEMS register slots a thread.
+CONFIG = {"ITEMS": 6, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96,
+          "WIDE_THREADS": 1024, "WIDE_ITEMS": 7}  # fmt: skip
+SEARCH_SPACE = {"ITEMS": [2, 4, 6, 8], "MAX_THREADS": [128, 256, 512, 1024],
+                "NARROW_BLOCK": [64, 128, 256, 512], "SMEM_KB": [0, 48, 96, 192],
+                "WIDE_THREADS": [512, 1024], "WIDE_ITEMS": [4, 7, 13, 16]}  # fmt: skip
 
 CUDA_SOURCE = r"""
 #include <cuda_fp16.h>
@@ -42,53 +45,45 @@ CUDA_SOURCE = r"""
 #define MIN_BLOCKS (1024 / BOUND)
 
 // One 16-byte vector of T as VEC floats, and back. The 16 bytes travel as a uint4, so every
-// load and store is a single 128-bit instruction (LDG.E.128 / STG.E.128 in SASS; a struct of
-// eight __nv_bfloat16 filled element by element compiled to eight 2-byte stores in one
-// kernel). at(w, q): element q of the words w[0..7] (two vectors).
+// load and store is one 128-bit instruction (LDG.E.128 / STG.E.128; a struct of 8 bf16 filled
+// element by element became eight 2-byte stores). at(w, q): element q of words w[0..7].
+#define DI __device__ __forceinline__
+#define DEV static DI
+template <typename H2> DEV unsigned bits(H2 h) { return *reinterpret_cast<const unsigned*>(&h); }
 template <typename T> struct Cvt;
 template <> struct Cvt<float> {
   static constexpr int VEC = 4;
-  static __device__ __forceinline__ float at(const unsigned* w, int q) {
-    return __uint_as_float(w[q]);
+  DEV float at(const unsigned* w, int q) { return __uint_as_float(w[q]); }
+  DEV uint4 pack(const float* f) {
+    return make_uint4(bits(f[0]), bits(f[1]), bits(f[2]), bits(f[3]));
   }
-  static __device__ __forceinline__ uint4 pack(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
-  }
-  static __device__ __forceinline__ float from(float v) { return v; }
+  DEV float from(float v) { return v; }
 };
 template <> struct Cvt<__nv_bfloat16> {
   static constexpr int VEC = 8;
-  static __device__ __forceinline__ float at(const unsigned* w, int q) {
+  DEV float at(const unsigned* w, int q) {
     return __uint_as_float(q % 2 ? w[q / 2] & 0xffff0000u : w[q / 2] << 16);
   }
-  static __device__ __forceinline__ unsigned two(float a, float b) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);  // a in the low half
-    return *reinterpret_cast<const unsigned*>(&h);
-  }
-  static __device__ __forceinline__ uint4 pack(const float* f) {
+  DEV unsigned two(float a, float b) { return bits(__floats2bfloat162_rn(a, b)); }  // a low
+  DEV uint4 pack(const float* f) {
     return make_uint4(two(f[0], f[1]), two(f[2], f[3]), two(f[4], f[5]), two(f[6], f[7]));
   }
-  static __device__ __forceinline__ __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
+  DEV __nv_bfloat16 from(float v) { return __float2bfloat16_rn(v); }
 };
 template <> struct Cvt<__half> {
   static constexpr int VEC = 8;
-  static __device__ __forceinline__ float at(const unsigned* w, int q) {
+  DEV float at(const unsigned* w, int q) {
     const unsigned bits = q % 2 ? w[q / 2] >> 16 : w[q / 2] & 0xffffu;
     return __half2float(__ushort_as_half((unsigned short)bits));
   }
-  static __device__ __forceinline__ unsigned two(float a, float b) {
-    const __half2 h = __floats2half2_rn(a, b);  // a in the low half
-    return *reinterpret_cast<const unsigned*>(&h);
-  }
-  static __device__ __forceinline__ uint4 pack(const float* f) {
+  DEV unsigned two(float a, float b) { return bits(__floats2half2_rn(a, b)); }  // a low
+  DEV uint4 pack(const float* f) {
     return make_uint4(two(f[0], f[1]), two(f[2], f[3]), two(f[4], f[5]), two(f[6], f[7]));
   }
-  static __device__ __forceinline__ __half from(float v) { return __float2half_rn(v); }
+  DEV __half from(float v) { return __float2half_rn(v); }
 };
 
-template <typename T>
-__device__ __forceinline__ void unpack(const uint4& r, float* f) {
+template <typename T> DI void unpack(const uint4& r, float* f) {
   const unsigned w[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
   for (int j = 0; j < Cvt<T>::VEC; ++j) f[j] = Cvt<T>::at(w, j);
@@ -115,9 +110,8 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 // f(vector, k) for each vector k of this thread's slots in order: slot s is vector t + s * g,
 // in registers for s < ITEMS, in shared memory for the next smem_items, else loaded again.
 template <typename F>
-__device__ __forceinline__ void each_slot(const uint4 (&reg)[ITEMS], const uint4* stash,
-                                          int smem_items, const uint4* __restrict__ xv,
-                                          int nvec, int t, int g, F&& f) {
+DI void each_slot(const uint4 (&reg)[ITEMS], const uint4* stash, int smem_items,
+                  const uint4* __restrict__ xv, int nvec, int t, int g, F&& f) {
 #pragma unroll
   for (int s = 0; s < ITEMS; ++s) {
     const int k = t + s * g;
@@ -150,13 +144,14 @@ __device__ __forceinline__ float sum_squares(const uint4& v, int k, int mis, int
 // k * VEC - MIS + j is the last MIS elements of w's aligned vector k - 1, then the first
 // VEC - MIS of vector k (MIS a template argument: the shift is register renaming). Aligned
 // weight vectors that hold a column of the row cannot fault, even where they run past its end.
-template <typename T, int MIS>
+// SMEM: wv is the weight's copy in shared memory (the wide path), read with plain loads.
+template <typename T, int MIS, bool SMEM = false>
 __device__ __forceinline__ void emit(const uint4& v, int k, int cols, float rstd,
                                      const uint4* __restrict__ wv, uint4* yv, T* yr) {
   constexpr int VEC = Cvt<T>::VEC;
   const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-  const uint4 lo = (MIS > 0 && k > 0) ? __ldg(wv + k - 1) : zero;
-  const uint4 hi = (k * VEC < cols) ? __ldg(wv + k) : zero;
+  const uint4 lo = (MIS > 0 && k > 0) ? (SMEM ? wv[k - 1] : __ldg(wv + k - 1)) : zero;
+  const uint4 hi = (k * VEC < cols) ? (SMEM ? wv[k] : __ldg(wv + k)) : zero;
   const unsigned w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
   float f[VEC];
   unpack<T>(v, f);
@@ -172,65 +167,112 @@ __device__ __forceinline__ void emit(const uint4& v, int k, int cols, float rstd
   }
 }
 
-// The output pass over a thread's slots, emit<T, mis> for the run-time offset mis (uniform
-// across the row's threads).
-template <typename T, int MIS = 0>
-__device__ __forceinline__ void emit_at(int mis, const uint4 (&reg)[ITEMS], const uint4* stash,
-                                        int smem_items, const uint4* __restrict__ xv, int nvec,
-                                        int t, int g, int cols, float rstd,
-                                        const uint4* __restrict__ wv, uint4* yv, T* yr) {
-  if constexpr (MIS < Cvt<T>::VEC) {
-    if (mis == MIS)
-      each_slot(reg, stash, smem_items, xv, nvec, t, g, [&](const uint4& v, int k) {
-        emit<T, MIS>(v, k, cols, rstd, wv, yv, yr);
-      });
-    else
-      emit_at<T, MIS + 1>(mis, reg, stash, smem_items, xv, nvec, t, g, cols, rstd, wv, yv, yr);
-  }
+// f(Mis<m>()) for the run-time offset m (uniform across the row's threads): the output pass
+// is compiled once per offset, so the weight's shift is a compile-time one.
+template <int M> struct Mis { static constexpr int value = M; };
+template <typename T, int MIS = 0, typename F> DI void with_mis(int mis, F&& f) {
+  if constexpr (MIS < Cvt<T>::VEC) mis == MIS ? f(Mis<MIS>()) : with_mis<T, MIS + 1>(mis, f);
 }
 
+// 16 bytes global -> shared with no register between (cp.async). cp_wait completes the
+// thread's own copies, visible to it alone: each thread reads back only what it staged.
+__device__ __forceinline__ void cp16(uint4* dst, const uint4* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::
+               "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// A row walked from the 16-byte boundary at or before its start; no vectors past `rows`.
+template <typename T> struct RowAt {
+  const uint4* xv;  // the boundary's vector; the row starts mis elements into it
+  int mis, nvec;
+  DI RowAt(const T* x, long long row, long long rows, long long xs, int cols) {
+    const T* xr = x + (row < rows ? row : 0) * xs;
+    mis = (int)(((unsigned long long)xr % 16) / sizeof(T));
+    xv = reinterpret_cast<const uint4*>(xr - mis);
+    nvec = row < rows ? (cols + mis + Cvt<T>::VEC - 1) / Cvt<T>::VEC : 0;
+  }
+};
+
 template <typename T>
-__device__ __forceinline__ void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w,
-                                             T* __restrict__ y, long long rows, int cols,
-                                             long long xs, long long ys, float eps, int g,
-                                             int smem_items) {
-  constexpr int VEC = Cvt<T>::VEC;
+DI void rmsnorm_rows(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                     long long rows, int cols, long long xs, long long ys, float eps, int g,
+                     int smem_items) {
   extern __shared__ uint4 stash[];  // slots ITEMS .. ITEMS + smem_items - 1 of every thread
   __shared__ float red[32];
   const long long row = (long long)blockIdx.x * (blockDim.x / g) + threadIdx.x / g;
   const int t = threadIdx.x % g;
-  const bool valid = row < rows;
-  const T* xr = x + (valid ? row : 0) * xs;
-  T* yr = y + (valid ? row : 0) * ys;
+  const RowAt<T> r(x, row, rows, xs, cols);
   // x's and y's rows sit at the same offset from a 16-byte boundary (kernel_fn makes sure).
-  const int mis = (int)(((unsigned long long)xr % 16) / sizeof(T));
-  const uint4* xv = reinterpret_cast<const uint4*>(xr - mis);
-  uint4* yv = reinterpret_cast<uint4*>(yr - mis);
-  const int nvec = valid ? (cols + mis + VEC - 1) / VEC : 0;
+  T* yr = y + (row < rows ? row : 0) * ys;
+  uint4* yv = reinterpret_cast<uint4*>(yr - r.mis);
 
   uint4 reg[ITEMS];
 #pragma unroll
   for (int s = 0; s < ITEMS; ++s) {  // all of them in flight before the first use
     const int k = t + s * g;
-    if (k < nvec) reg[s] = __ldg(xv + k);
+    if (k < r.nvec) reg[s] = __ldg(r.xv + k);
   }
   float acc = 0.f;
 #pragma unroll
   for (int s = 0; s < ITEMS; ++s) {
     const int k = t + s * g;
-    if (k < nvec) acc += sum_squares<T>(reg[s], k, mis, cols);
+    if (k < r.nvec) acc += sum_squares<T>(reg[s], k, r.mis, cols);
   }
 #pragma unroll 4
-  for (int s = ITEMS, k = t + ITEMS * g; k < nvec; ++s, k += g) {
-    const uint4 v = __ldg(xv + k);
+  for (int s = ITEMS, k = t + ITEMS * g; k < r.nvec; ++s, k += g) {
+    const uint4 v = __ldg(r.xv + k);
     if (s < ITEMS + smem_items) stash[(s - ITEMS) * g + t] = v;
-    acc += sum_squares<T>(v, k, mis, cols);
+    acc += sum_squares<T>(v, k, r.mis, cols);
   }
   const float total = g <= 32 ? group_sum(acc, g) : block_sum(acc, red);
   const float rstd = rsqrtf(total / (float)cols + eps);
   // A thread reads back only the stash slots it wrote: no barrier needed before the output.
-  emit_at<T>(mis, reg, stash, smem_items, xv, nvec, t, g, cols, rstd,
-             reinterpret_cast<const uint4*>(w), yv, yr);
+  const uint4* wv = reinterpret_cast<const uint4*>(w);
+  with_mis<T>(r.mis, [&](auto m) {
+    each_slot(reg, stash, smem_items, r.xv, r.nvec, t, g, [&](const uint4& v, int k) {
+      emit<T, decltype(m)::value>(v, k, cols, rstd, wv, yv, yr);
+    });
+  });
+}
+
+// The wide path (docstring); g is the block as a constant, so slot offsets are immediates.
+template <typename T>
+DI void rmsnorm_wide(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y,
+                     long long rows, int cols, long long xs, long long ys, float eps) {
+  constexpr int VEC = Cvt<T>::VEC, g = WIDE_THREADS;
+  extern __shared__ uint4 stash[];  // the weight (nw vectors), then the slots of every thread
+  __shared__ float red[32];
+  const int t = threadIdx.x, nw = (cols + VEC - 1) / VEC;
+  uint4* stage = stash + nw;
+  auto fetch = [&](const RowAt<T>& r) {  // a row into the stage, slot s at t + s * g
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g) if (k < r.nvec) cp16(stage + k, r.xv + k);
+  };
+  for (int k = t; k < nw; k += g) cp16(stash + k, reinterpret_cast<const uint4*>(w) + k);
+  RowAt<T> nx(x, blockIdx.x, rows, xs, cols);
+  fetch(nx);
+  cp_wait();
+  __syncthreads();  // the weight, each thread's share, for all
+  uint4 reg[WIDE_ITEMS];
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const RowAt<T> cur = nx;
+    nx = RowAt<T>(x, row + gridDim.x, rows, xs, cols);
+    cp_wait();
+    float acc = 0.f;
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+      if (k < cur.nvec) acc += sum_squares<T>(reg[s] = stage[k], k, cur.mis, cols);
+    fetch(nx);  // the next row, into slots whose values the sum above has read
+    const float rstd = rsqrtf(block_sum(acc, red) / (float)cols + eps);
+    T* yr = y + row * ys;
+    uint4* yv = reinterpret_cast<uint4*>(yr - cur.mis);
+    with_mis<T>(cur.mis, [&](auto m) {
+#pragma unroll
+      for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+        if (k < cur.nvec) emit<T, decltype(m)::value, true>(reg[s], k, cols, rstd, stash, yv, yr);
+    });
+  }
 }
 
 // Entry points (parameter lists written out: the launcher reads them unpreprocessed).
@@ -249,14 +291,24 @@ extern "C" __global__ void __launch_bounds__(BOUND, MIN_BLOCKS) rmsnorm_f32(
     long long ys, float eps, int g, int smem_items) {
   rmsnorm_rows<float>(x, w, y, rows, cols, xs, ys, eps, g, smem_items);
 }
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) rmsnorm_wide_f16(
+    const __half* x, const __half* w, __half* y, long long rows, int cols, long long xs,
+    long long ys, float eps) { rmsnorm_wide<__half>(x, w, y, rows, cols, xs, ys, eps); }
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) rmsnorm_wide_bf16(
+    const __nv_bfloat16* x, const __nv_bfloat16* w, __nv_bfloat16* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  rmsnorm_wide<__nv_bfloat16>(x, w, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) rmsnorm_wide_f32(
+    const float* x, const float* w, float* y, long long rows, int cols, long long xs,
+    long long ys, float eps) { rmsnorm_wide<float>(x, w, y, rows, cols, xs, ys, eps); }
 """
 
 _MOD = load(CUDA_SOURCE, CONFIG)
-_KERNELS = {
-    torch.float16: _MOD.rmsnorm_f16,
-    torch.bfloat16: _MOD.rmsnorm_bf16,
-    torch.float32: _MOD.rmsnorm_f32,
-}
+_KERNELS = {torch.float16: _MOD.rmsnorm_f16, torch.bfloat16: _MOD.rmsnorm_bf16,
+            torch.float32: _MOD.rmsnorm_f32}  # fmt: skip
+_WIDE = {torch.float16: _MOD.rmsnorm_wide_f16, torch.bfloat16: _MOD.rmsnorm_wide_bf16,
+         torch.float32: _MOD.rmsnorm_wide_f32}  # fmt: skip
 _PLANS: dict = {}  # launch plans by call signature; emptied when full
 MAX_PLANS = 1024
 MAX_COLS = 2**31 - 64  # in-row indices are 32-bit in the kernel
@@ -275,19 +327,17 @@ def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch
     # offset view is copied first.
     if x2.stride(-1) != 1 or x2.data_ptr() % 16 or (x2.stride(0) - cols) * x2.element_size() % 16:
         x2 = _fresh(x2)
-    w = weight
-    if not w.is_contiguous() or w.data_ptr() % 16:
-        w = _fresh(w)
+    w = weight if weight.is_contiguous() and weight.data_ptr() % 16 == 0 else _fresh(weight)
     y2 = out.view(-1, cols)
-    key = (x2.shape, x2.stride(0), x.dtype)
+    key = (x2.shape, x2.stride(0), x.dtype, x.device)
     plan = _PLANS.get(key)
     if plan is None:
         if len(_PLANS) >= MAX_PLANS:
             _PLANS.clear()
-        plan = _PLANS[key] = rows_plan(x2.shape[0], cols, x2.element_size(), CONFIG)
-    grid, block, g, smem_items, shared = plan
-    _KERNELS[x.dtype](grid, block, x2, w, y2, x2.shape[0], cols, x2.stride(0), cols, float(eps),
-                      g, smem_items, shared=shared)  # fmt: skip
+        plan = _PLANS[key] = launch_plan(x2.shape[0], cols, x2.element_size(), CONFIG, x.device)
+    kernels, grid, block, *extra, shared = plan
+    kernels[x.dtype](grid, block, x2, w, y2, x2.shape[0], cols, x2.stride(0), cols, float(eps),
+                     *extra, shared=shared)  # fmt: skip
     return out
 
 
@@ -310,6 +360,22 @@ def rows_plan(rows: int, cols: int, size: int, config: dict) -> tuple[int, int, 
     if g <= 32:
         smem_items = 0  # a narrow row fits in registers (g * ITEMS >= nvec)
     return -(-rows // (block // g)), block, g, smem_items, smem_items * g * 16
+
+
+def launch_plan(rows: int, cols: int, size: int, config: dict, device: torch.device) -> tuple:
+    """(kernels, grid, block, *arguments, shared bytes): the wide path's, or rows_plan's for rows
+    it holds in registers, rows past WIDE_ITEMS slots (fp32 at 50257), or weight and slots past
+    the shared memory a block may opt into."""
+    p = torch.cuda.get_device_properties(device)  # SMs, and the shared memory a block may opt into
+    vec, g = 16 // size, config["WIDE_THREADS"]
+    nvec = -(-cols // vec) + (cols % vec != 0)
+    slots = -(-nvec // g)
+    shared = -(-cols // vec) * 16 + slots * g * 16  # the weight, then every thread's slots
+    narrow = nvec <= config["MAX_THREADS"] * config["ITEMS"]  # the narrow path's registers
+    full = shared + 1024 > p.shared_memory_per_block_optin  # 1 KB: red[] and some slack
+    if narrow or slots > config["WIDE_ITEMS"] or full:
+        return (_KERNELS, *rows_plan(rows, cols, size, config))
+    return _WIDE, min(rows, p.multi_processor_count), g, shared
 
 
 def _fresh(t: torch.Tensor) -> torch.Tensor:
