@@ -1,14 +1,14 @@
 """C = A @ B in CUDA C++ on the tensor cores: A (M, K), B (K, N), fp32 accumulation, the result
 in A's dtype; correct for every M, N and K.
 
-Hopper (sm_90a), fp16/bf16: wgmma. mma.sync, fed from registers a warp at a time, reached 27 % of
-cuBLAS on an H100 (198 of 742 TFLOPS, 4096^3 bf16); wgmma.mma_async reads both operands from
-shared memory, asynchronously. A block computes 64 HWG x 256 of C, an m64n256k16 per warpgroup
-and 16 of K, K in steps of 64 (a 128-byte line of 16-bit values: the 128-byte swizzle's width).
-Tiles come by cp.async (TMA needs a tensor map from the driver's cuTensorMapEncodeTiled, out of
-kernel.py's reach) into an HSTAGES ring; one MMA group runs under the next step's loads. Rows not
-16-byte aligned (K or N not a multiple of 8, odd offsets) are copied into padded rows first where
-that repays (PAD_MIN); smaller such products take the general path.
+Hopper (sm_90a), fp16/bf16: wgmma, 622 TFLOPS to cuBLAS's 754 at 4096^3 bf16 on an H100, where
+mma.sync (registers fed a warp at a time) ran 193 (results/h100-cuda-2026-12-07-wgmma-f451044.md):
+wgmma.mma_async reads both operands from shared memory, asynchronously. A block computes 64 HWG
+x 256 of C, an m64n256k16 per warpgroup and 16 of K, K in steps of 64 (a 128-byte line of 16-bit
+values: the 128-byte swizzle's width). Tiles come by cp.async (TMA needs a tensor map from the
+driver's cuTensorMapEncodeTiled, out of kernel.py's reach) into an HSTAGES ring; one MMA group
+runs under the next step's loads. Rows not 16-byte aligned (K or N not a multiple of 8, odd
+offsets) are padded first where that repays (PAD_MIN); smaller such products go the general way.
 
 General path (other GPUs, small misaligned products): mma.sync m16n8k16 fed by ldmatrix (B by its
 transposing form: B is row-major) from a STAGES-deep cp.async ring, rows padded by 16 bytes so
