@@ -1,5 +1,5 @@
 # The script behind the results file of the same prefix, as it ran on the GPU (ruff's fixes
-# and formatting applied since).
+# and formatting applied since, and reference imported through the package).
 """Old vs new CUDA rmsnorm/layernorm starters: correctness against reference.py (float64),
 timing against a bf16 device copy of the same bytes, and the five-stage harness on the new files.
 
@@ -125,7 +125,7 @@ def inputs(kind, rows, cols, dtype, mode="randn", device="cuda", seed=0):
 
 
 def reference(kind, args):
-    import reference as ref
+    from autokernel import reference as ref
 
     d = [a.double() for a in args]
     return ref.rmsnorm(*d, 1e-6) if kind == "rmsnorm" else ref.layernorm(*d, 1e-5)
