@@ -107,11 +107,10 @@ def test_matmul_is_correct_for_every_shape(mnk, dtype):
     _check("matmul", a, b)
 
 
-@pytest.mark.parametrize("mnk", [(130, 70, 64), (77, 3001, 1000), (5, 9, 17)], ids=str)
-def test_matmul_stores_nothing_outside_its_output(mnk):
-    """N % 16 != 0: the last column tile's stores are guarded (the method's reference
-    implementation writes past the end there). C is a view with 8 canary columns on the right
-    and canary rows below, as the kernel's own output would have other tensors around it."""
+def _stores_nothing_outside(mnk, launch) -> None:
+    """launch(mod, a, b, c, m, n, k) writes C = A @ B into c, a view with 8 canary columns on the
+    right and canary rows below, as the kernel's own output would have other tensors around it:
+    the canaries stay, and C is right."""
     spec = importlib.util.spec_from_file_location("cuda_matmul_raw", CUDA_DIR / "matmul.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -120,37 +119,39 @@ def test_matmul_stores_nothing_outside_its_output(mnk):
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     buf = torch.full((m + 64, n + 8), 7.0, device="cuda", dtype=torch.bfloat16)
     c = buf[:m, :n]
-    kernel = mod._KERNELS[(torch.bfloat16, k % 8 == 0, n % 8 == 0)]
-    grid = -(-m // mod.CONFIG["BM"]) * -(-n // mod.CONFIG["BN"])
-    kernel(grid, mod._THREADS, a, b, c, m, n, k, k, n, n + 8, shared=mod._SHARED)
+    launch(mod, a, b, c, m, n, k)
     torch.cuda.synchronize()
     assert torch.all(buf[:, n:] == 7.0) and torch.all(buf[m:] == 7.0)
     want = (a.double() @ b.double()).to(torch.bfloat16)
     assert torch.allclose(c.double(), want.double(), atol=2e-2 * k**0.5, rtol=2e-2)
+
+
+@pytest.mark.parametrize("mnk", [(130, 70, 64), (77, 3001, 1000), (5, 9, 17)], ids=str)
+def test_matmul_stores_nothing_outside_its_output(mnk):
+    """N % 16 != 0: the last column tile's stores are guarded (the method's reference
+    implementation writes past the end there)."""
+
+    def launch(mod, a, b, c, m, n, k):
+        kernel = mod._KERNELS[(torch.bfloat16, k % 8 == 0, n % 8 == 0)]
+        grid = -(-m // mod.CONFIG["BM"]) * -(-n // mod.CONFIG["BN"])
+        kernel(grid, mod._THREADS, a, b, c, m, n, k, k, n, n + 8, shared=mod._SHARED)
+
+    _stores_nothing_outside(mnk, launch)
 
 
 @pytest.mark.parametrize("mnk", [(130, 72, 64), (77, 3008, 1000), (5, 8, 24), (300, 520, 4104)],
                          ids=str)  # fmt: skip
 def test_matmul_wgmma_stores_nothing_outside_its_output(mnk):
-    """The Hopper path alone (rows 16-byte aligned, any M, N % 16 != 0, K % 64 != 0): its
-    guarded stores leave the canary columns and rows around C alone."""
+    """The Hopper path alone (rows 16-byte aligned, any M, N % 16 != 0, K % 64 != 0)."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the wgmma path is built for sm_90a only")
-    spec = importlib.util.spec_from_file_location("cuda_matmul_wg", CUDA_DIR / "matmul.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    m, n, k = mnk
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    buf = torch.full((m + 64, n + 8), 7.0, device="cuda", dtype=torch.bfloat16)
-    c = buf[:m, :n]
-    grid = -(-m // mod._HBM) * -(-n // 256)
-    mod._WG[torch.bfloat16](grid, mod._HTHREADS, a, b, c, m, n, k, k, n, n + 8,
-                            shared=mod._HSHARED)  # fmt: skip
-    torch.cuda.synchronize()
-    assert torch.all(buf[:, n:] == 7.0) and torch.all(buf[m:] == 7.0)
-    want = (a.double() @ b.double()).to(torch.bfloat16)
-    assert torch.allclose(c.double(), want.double(), atol=2e-2 * k**0.5, rtol=2e-2)
+
+    def launch(mod, a, b, c, m, n, k):
+        grid = -(-m // mod._HBM) * -(-n // 256)
+        mod._WG[torch.bfloat16](grid, mod._HTHREADS, a, b, c, m, n, k, k, n, n + 8,
+                                shared=mod._HSHARED)  # fmt: skip
+
+    _stores_nothing_outside(mnk, launch)
 
 
 def test_a_cached_build_loads_in_under_a_second():
