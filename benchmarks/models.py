@@ -8,7 +8,8 @@ Llama-, Qwen2-, GPT-2- and BERT-family models are built from configs (random wei
 4 x 1024 tokens a forward), then each goes through verify as a user's model would
 (autokernel.model.verify.verifier.verify_model and conclude): outputs against eager, the kernel selection on
 the whole forward in --mode, every mode timed interleaved (eager, patched, compile,
-compile+patched, cuda-graphs, compile+cuda-graphs) and the prediction checked. Kernels come from
+compile+patched, and captured: cuda-graphs[+patched], compile+cuda-graphs[+patched]) and the
+prediction checked. Kernels come from
 --workspace (a finished run) or, with --starters, from kernels/*.py, every type plugged in wherever the model
 matches it. Output: <out-dir>/<prefix>-models-<date>.md for people and
 <out-dir>/<prefix>-models-latest.json for tools:
@@ -43,6 +44,7 @@ if not torch.cuda.is_available():
 ROOT = Path(__file__).resolve().parents[1]
 
 from autokernel.model.name_shield import shield_kernels_name  # noqa: E402
+from autokernel.model.verify.modes import BASE  # noqa: E402
 from autokernel.model.verify.verifier import VerifyError, collect_kernels, conclude, verify_model  # noqa: E402
 from benchmarks import runner  # noqa: E402
 
@@ -179,14 +181,17 @@ def markdown(out: dict) -> str:
         eager = next((r["ms"] for r in rows if r["mode"] == "eager"), None)
         comp = next((r["ms"] for r in rows if r["mode"] == "compile"), None)
         lines += [f"## {name} ({rows[0]['tokens']} tokens, best: {res['best_mode']})", "",
-                  "| mode | ms | spread | vs eager | vs compile | predicted ms | kernels |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "| mode | ms | spread | vs eager | vs compile | vs the same run without our "
+                  "kernels | predicted ms | kernels |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        ms = {r["mode"]: r["ms"] for r in rows}
         for r in rows:
             ve = f"{eager / r['ms']:.2f}x" if eager else "—"
             vc = f"{comp / r['ms']:.2f}x" if comp else "—"
+            base = ms.get(BASE.get(r["mode"], ""))
+            vb = f"{base / r['ms']:.2f}x" if base else "—"
             pm = "—" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}"
             lines.append(f"| {r['mode']} | {r['ms']:.3f} | ±{r['spread']:.1%} | {ve} | {vc} | "
-                         f"{pm} | {', '.join(r['kernels']) or '—'} |")  # fmt: skip
+                         f"{vb} | {pm} | {', '.join(r['kernels']) or '—'} |")  # fmt: skip
         lines.append("")
         sel = res.get("selection")
         if sel:

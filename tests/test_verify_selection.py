@@ -163,6 +163,26 @@ def test_the_guard_leaves_out_kernels_that_do_not_beat_their_base():
     assert any("left out in compile mode" in n for n in timed.notes)
 
 
+def test_a_captured_mode_is_judged_against_the_same_capture_without_our_kernels():
+    """The graph's own gain is not our kernels': compile+cuda-graphs+patched at 4.1 ms beats
+    compile at 4.25 but not the plain compiled capture at 4.1, so it reports no kernels, and
+    optimized/ (the user's modes) is untouched by it."""
+    samples = {"compile": [4.25, 4.26, 4.24], "compile+patched": [4.0, 4.01, 3.99],
+               "compile+cuda-graphs": [4.1, 4.11, 4.09],
+               "compile+cuda-graphs+patched": [4.1, 4.12, 4.08],
+               "cuda-graphs": [5.0, 5.0, 5.0], "cuda-graphs+patched": [4.0, 4.0, 4.0]}  # fmt: skip
+    kept = ["rmsnorm"]
+    timed = Timed(clock="fake", mode="compile", kept={"eager": kept, "compile": kept})
+    for m, s in samples.items():
+        timed.modes[m] = summarize(m, s, kept if m.endswith("patched") else [])
+    _guard(timed, samples)
+    assert timed.kept == {"eager": kept, "compile": kept}
+    captured = timed.modes["compile+cuda-graphs+patched"]
+    assert captured.kernels == [] and captured.rejected_ms == 4.1
+    assert timed.modes["cuda-graphs+patched"].kernels == kept  # 1.25x its own capture: stays
+    assert any(n.startswith("compile+cuda-graphs+patched: rmsnorm made") for n in timed.notes)
+
+
 # --- the record and use_kernels --------------------------------------------------------------
 
 

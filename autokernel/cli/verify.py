@@ -45,8 +45,9 @@ def verify_command(
     cuda_graphs: Annotated[
         bool,
         typer.Option(
-            help="Also time the patched model captured in a CUDA graph, and the compiled "
-            "patched model captured in one.",
+            help="Also time the model captured in a CUDA graph, plain and patched, eager and "
+            "compiled (compile+cuda-graphs is torch.compile's reduce-overhead): each patched "
+            "capture is judged against the same capture without our kernels.",
         ),
     ] = False,
     select: Annotated[
