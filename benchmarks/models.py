@@ -99,13 +99,16 @@ def build(family: str, tiny: bool, device: torch.device, dtype: torch.dtype):
     return model, [ids], batch * seq
 
 
-def starter_workspace() -> Path:
-    """A workspace holding every shipped starter as optimized/<type>.py."""
+def starter_workspace(backend: str = "triton") -> Path:
+    """A workspace holding every shipped starter as optimized/<type>.py; with backend "cuda",
+    the CUDA C++ starter of each type that has one (kernels/cuda/), Triton's for the rest."""
     ws = Path(tempfile.mkdtemp(prefix="autokernel-starters-"))
     (ws / "optimized").mkdir()
     for path in sorted((ROOT / "kernels").glob("*.py")):
+        cuda = ROOT / "kernels" / "cuda" / path.name
         if path.stem != "__init__":
-            shutil.copy(path, ws / "optimized" / path.name)
+            shutil.copy(cuda if backend == "cuda" and cuda.is_file() else path,
+                        ws / "optimized" / path.name)  # fmt: skip
     return ws
 
 
@@ -125,7 +128,9 @@ def run(args: argparse.Namespace) -> dict:
         raise BenchError("no CUDA: full sizes under the Triton interpreter take hours; use --tiny")
     if bool(args.starters) == bool(args.workspace):
         raise BenchError("give exactly one of --starters or --workspace DIR")
-    ws = starter_workspace() if args.starters else Path(args.workspace)
+    if args.backend == "cuda" and not (args.starters and device.type == "cuda"):
+        raise BenchError("--backend cuda plugs in the CUDA starters: it needs --starters and a GPU")
+    ws = starter_workspace(args.backend) if args.starters else Path(args.workspace)
     families = [f.strip() for f in args.models.split(",") if f.strip()]
     unknown = [f for f in families if f not in GPU]
     if unknown:
@@ -136,7 +141,7 @@ def run(args: argparse.Namespace) -> dict:
     out = {"gpu": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
            "torch": torch.__version__, "triton": triton.__version__, "commit": args.commit,
            "date": dt.date.today().isoformat(), "mode": args.mode, "kernels_from":
-           "starters" if args.starters else str(ws), "rows": [], "models": {}, "skipped": {}}  # fmt: skip
+           f"starters ({args.backend})" if args.starters else str(ws), "rows": [], "models": {}, "skipped": {}}  # fmt: skip
     rounds = args.rounds or (GPU_ROUNDS if device.type == "cuda" else 1)
     for family in families:
         left = args.budget_s - (time.perf_counter() - T0)
@@ -221,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--starters", action="store_true", help="plug in kernels/*.py")
     ap.add_argument("--workspace", help="a run directory with optimized kernels")
+    ap.add_argument("--backend", choices=("triton", "cuda"), default="triton",
+                    help="with --starters: cuda plugs in kernels/cuda/*.py where a type has one")  # fmt: skip
     ap.add_argument("--models", default=",".join(GPU), help="comma list of " + ", ".join(GPU))
     ap.add_argument("--mode", choices=("eager", "compile"), default="eager")
     ap.add_argument("--tiny", action="store_true", help="tiny configs (CPU check)")
