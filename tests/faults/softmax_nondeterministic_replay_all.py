@@ -1,4 +1,4 @@
-# expect: FAIL determinism xfail
+# expect: FAIL determinism
 """Planted fault: a non-deterministic softmax that replays every output it has ever returned.
 
 The kernel's result varies from run to run (a call counter nudges it by one ulp, standing in for
