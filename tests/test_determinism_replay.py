@@ -139,3 +139,18 @@ def test_held_bytes_that_grow_per_input_fail():
 
 def test_small_pointer_keyed_growth_passes():
     _run(1 << 20, 512)  # one CUDA block per call: a descriptor cache, not a replay cache
+
+
+@pytest.mark.gpu
+def test_held_bytes_on_cuda_count_blocks_and_pinned_memory():
+    """The CUDA parts of retention.held_bytes: allocator blocks (the harness's left out) and
+    pinned host tensors, which a device kernel reads directly."""
+    from autokernel.harness import retention
+
+    own = torch.empty(1 << 20, device="cuda")
+    base = retention.held_bytes([own])
+    kept = torch.empty(1000, dtype=torch.uint8, device="cuda")  # one 1024-byte block
+    assert retention.held_bytes([own]) - base == 1024
+    assert retention.held_bytes([own, kept]) == base
+    pinned = torch.empty(1 << 16, dtype=torch.uint8).pin_memory()
+    assert retention.held_bytes([own, kept]) - base == pinned.numel()
