@@ -167,6 +167,13 @@ class Remote:
         out = decode_tensor(reply.get("out"), self.link.worker.work, self.device, self.max_bytes)
         return out, seconds
 
+    def held_bytes(self) -> int:
+        """Bytes of tensors the worker holds beyond the harness's own (retention.py)."""
+        held = self.link.request({"op": "held"}).get("held_bytes")
+        if type(held) is not int or held < 0:
+            raise ChannelError(f"a held-memory reply of {str(held)[:100]!r}")
+        return held
+
     def measure(self, role: int, label: str, dtype: torch.dtype) -> Measurement:
         reply = self.link.request({"op": "time", "role": role})
         failure = _fault(reply, Check("benchmark", label, dtype_name(dtype), False))
@@ -317,7 +324,7 @@ def evaluate(link: Link, req: dict[str, Any], trusted: dict[str, Any] | None = N
         return verdict
     remote = Remote(link, spec, device)
     ev = Evaluation(spec, device, seed, tuple(req.get("extra_sizes") or ()),
-                    bool(req.get("quick")), call=remote.call)  # fmt: skip
+                    bool(req.get("quick")), call=remote.call, held=remote.held_bytes)  # fmt: skip
     try:
         run_stages(ev, progress=link.enter)
         streams = _strings(link.request({"op": "streams"}).get("streams"))

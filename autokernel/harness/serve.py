@@ -129,13 +129,8 @@ class Session:
         if device.type == "cuda" and device.index is None:
             # tensors report cuda:N; a bare "cuda" would never compare equal to their device
             device = torch.device("cuda", torch.cuda.current_device())
-        self.spec, self.device, self.seed, self.work, self.monitor = (
-            spec,
-            device,
-            seed,
-            work,
-            monitor,
-        )
+        self.spec, self.device, self.seed, self.work = spec, device, seed, work
+        self.monitor = monitor
         self.kernels: list[Callable] = []
         self.modules: list[Any] = []
         self.key: tuple | None = None
@@ -246,6 +241,11 @@ class Session:
         if type(got) is torch.Tensor and _nbytes(got) <= HELD_OUTPUT_BYTES:
             self._hold(got)
         return self._send(got)
+
+    def own_tensors(self) -> list[object]:
+        """Every tensor the harness holds here (retention.held_bytes leaves them out)."""
+        timed = [out for kept in self.timed.values() for _, out in kept]
+        return [*self.args, *self.previous, self.kept, *timed]
 
     def _hold(self, out: torch.Tensor) -> None:
         """Keep out among the held outputs, letting the oldest go past HELD_TOTAL_BYTES."""

@@ -35,6 +35,20 @@ SMOKE_LIMIT_S = {True: 1.0, False: 20.0}
 # (tests/faults/softmax_nondeterministic_replayed.py). Gaps of 0 and 1 between the "a" calls
 # also catch variation that follows the parity of a call counter.
 DETERMINISM_SCHEDULE = ("a", "a", "b", "a")
+# A kernel that keeps every input and output it has seen replays "a" after any number of other
+# calls (tests/faults/softmax_nondeterministic_replay_all.py). What it replays it must hold in
+# tensors between calls (retention.py), at least an output's bytes per input it can replay, so
+# a kernel that holds tensors gets calls on this many distinct inputs "c<k>" and then "a" once
+# more: twice the outputs its held bytes would fit, plus one, odd (a call-counter parity
+# shows), at most EVICTIONS_MAX (more could not be afforded per evaluation). Twice: a cache full
+# of smaller entries from earlier stages must either give up "a" or, taking the new entries in
+# place of its old ones, grow by more than half their outputs, which fails on its own (below).
+EVICTIONS_MAX = 15
+# Tensor bytes a kernel may come to hold per distinct input of the stage, whose calls bring no
+# shape or dtype it has not seen (the sweep ran this size in every dtype): half an output, and
+# at least this much (a pointer-keyed block or two: 512 bytes each on CUDA). The count is exact
+# (allocator blocks and tensor storages): there is no noise to absorb.
+HELD_SLACK_PER_INPUT = 4 << 10
 MAIN = "inputs"  # the spec's own input generator; any other name is an adversarial case
 
 
@@ -101,6 +115,9 @@ class Evaluation:
     extra_sizes: tuple[Size, ...] = ()  # real model shapes from a plan: swept like the rest
     quick: bool = False
     call: Caller | None = None
+    # bytes of tensors the kernel's process holds beyond the harness's (retention.held_bytes);
+    # None: not measured (a trusted kernel in this very process, see local.py)
+    held: Callable[[], int] | None = None
     results: list[StageResult] = field(default_factory=list)
 
     @property
@@ -212,19 +229,29 @@ def _stage_adversarial(ev: Evaluation) -> list[Check]:
 
 
 def _stage_determinism(ev: Evaluation) -> list[Check]:
-    """Identical inputs, called as DETERMINISM_SCHEDULE says: outputs must agree bit for bit."""
+    """Identical inputs, called as DETERMINISM_SCHEDULE says, then after as many calls on other
+    inputs as the tensors the kernel holds could cache: outputs must agree bit for bit, and the
+    tensors it holds must not grow with the inputs it has seen."""
     sizes = ev.spec.sizes(ev.on_gpu).sweep
     size = max(sizes, key=lambda s: ev.spec.bytes_moved(s, torch.float32))
     label = ev.spec.label(size)
-    checks = []
+    checks: list[Check] = []
+    held = ev.held() if ev.held else 0
+    inputs, out_bytes = 0, 0  # distinct inputs of the stage, the largest output's bytes
     for dtype in ev.spec.dtypes:
         keys = {name: ("determinism", label, name) for name in dict.fromkeys(DETERMINISM_SCHEDULE)}
         expected = {name: expected_output(ev, MAIN, size, dtype, k) for name, k in keys.items()}
+        n = _evictions(held, expected["a"], ev.spec.out_dtype(dtype))
+        cs = tuple(f"c{k}" for k in range(n))
+        schedule = (*DETERMINISM_SCHEDULE, *cs, "a") if cs else DETERMINISM_SCHEDULE
         first: dict[str, tuple[int, torch.Tensor]] = {}
-        for i, name in enumerate(DETERMINISM_SCHEDULE, start=1):
-            # the same key: the worker re-uses the same tensors
-            check, got = call_checked(ev, "determinism", MAIN, size, dtype, keys[name],
-                                      expected[name])  # fmt: skip
+        for i, name in enumerate(schedule, start=1):
+            key = keys.get(name, ("determinism", label, name))
+            want = expected.get(name)
+            if want is None:
+                want = expected_output(ev, MAIN, size, dtype, key)
+            # the same key as the call before: the worker re-uses the same tensors
+            check, got = call_checked(ev, "determinism", MAIN, size, dtype, key, want)
             checks.append(check)
             if name not in first:
                 first[name] = (i, got.clone())
@@ -232,15 +259,42 @@ def _stage_determinism(ev: Evaluation) -> list[Check]:
             j, ref = first[name]
             if not torch.equal(_bits(got), _bits(ref)):
                 diff = (got.to(torch.float64) - ref.to(torch.float64)).abs()
-                between = "" if i == j + 1 else " (with a call on other inputs between them)"
+                between = sum(other != name for other in schedule[j : i - 1])
+                calls = f"{between} calls" if between > 1 else "a call"
+                between_text = f" (with {calls} on other inputs between them)" if between else ""
                 raise StageFailure(Status.FAIL, Check(
                     "determinism", label, dtype_name(dtype), False,
-                    f"call {i} differs from call {j} on identical inputs{between} "
+                    f"call {i} differs from call {j} on identical inputs{between_text} "
                     f"({int((diff > 0).sum())} elements, max diff {float(diff.max()):.3g}): "
                     "non-deterministic reduction order (atomics?)",
                     max_abs_err=float(diff.max()),
                 ))  # fmt: skip
+        inputs += len(first)
+        out_bytes = max(out_bytes, first["a"][1].numel() * first["a"][1].element_size())
+    if ev.held:  # once for the stage: each measure collects garbage and walks every object
+        _check_growth(ev.held() - held, inputs, out_bytes, label)
     return checks
+
+
+def _evictions(held: int, expected: torch.Tensor, out_dtype: torch.dtype) -> int:
+    """How many calls on other inputs go between "a" and "a" once more (see EVICTIONS_MAX)."""
+    if held <= 0:
+        return 0  # nothing kept between calls: nothing to replay from
+    one = max(1, expected.numel() * out_dtype.itemsize)
+    n = -(-2 * held // one) + 1
+    return min(EVICTIONS_MAX, n + 1 - n % 2)
+
+
+def _check_growth(growth: int, inputs: int, out_bytes: int, label: str) -> None:
+    """Fail a kernel whose tensors grew by more than half an output (HELD_SLACK_PER_INPUT at
+    least) per new input: it keeps something per input, which is what a replay cache does."""
+    if growth > inputs * max(HELD_SLACK_PER_INPUT, out_bytes // 2):
+        raise StageFailure(Status.FAIL, Check(
+            "determinism", label, "", False,
+            f"kernel_fn kept {growth} more bytes of tensors after {inputs} calls on new inputs "
+            "of one size: state kept per input (a cache that replays earlier outputs hides "
+            "run-to-run variation); keep only state that depends on shapes and dtypes",
+        ))  # fmt: skip
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:

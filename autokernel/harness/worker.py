@@ -130,6 +130,7 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
     """Answer the judge's requests until it says finish or closes the channel."""
     import torch
 
+    from autokernel.harness import retention
     from autokernel.harness.channel import send
     from autokernel.harness.compiled import spilled_registers
     from autokernel.harness.serve import Session, cuda_builds
@@ -170,6 +171,8 @@ def serve(req: dict[str, Any], work: Path, channel, requests, progress: Progress
         elif op == "quiet":
             await_quiet(req, progress)
             reply = {"ok": True}
+        elif op == "held":  # tensor bytes kept between calls (the determinism stage's)
+            reply = {"held_bytes": retention.held_bytes(session.own_tensors())}
         elif op == "streams":
             reply = {"streams": sorted(set(streams))}
         elif op == "finish":
