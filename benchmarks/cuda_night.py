@@ -96,13 +96,7 @@ def night_markdown(rows: list[dict[str, str]], report: dict[str, Any],
         )
     lines += ["", f"stopped: {report.get('ended', '?')}; loop time "
               f"{(report.get('seconds') or 0) / 60:.1f} min of {report.get('hours')} h", "",
-              "| exp | status | backend | µs | % of peak | harness s | description |",
-              "|---:|---|---|---:|---:|---:|---|"]  # fmt: skip
-    for row in rows:
-        desc = row.get("description", "").replace("|", "/")[:90]
-        lines.append(f"| {row['experiment']} | {row['status']} | {row.get('backend', '')} | "
-                     f"{row.get('latency_us', '')} | {row.get('pct_peak', '')} | "
-                     f"{row.get('harness_s', '')} | {desc} |")  # fmt: skip
+              *experiment_table(rows, NIGHT_COLUMNS)]  # fmt: skip
     return [*lines, ""]
 
 
@@ -116,13 +110,25 @@ def switch_markdown(rows: list[dict[str, str]]) -> list[str]:
     switched = sum(1 for a, b in itertools.pairwise(backends) if a != b)
     lines += [f"backends judged: {', '.join(judged) or 'none'}; switches between consecutive "
               f"experiments: {switched}", "",
-              "| exp | backend | status | correctness | µs | description |",
-              "|---:|---|---|---|---:|---|"]  # fmt: skip
-    for row in rows:
-        desc = row.get("description", "").replace("|", "/")[:90]
-        lines.append(f"| {row['experiment']} | {row.get('backend', '')} | {row['status']} | "
-                     f"{row.get('correctness', '')} | {row.get('latency_us', '')} | {desc} |")  # fmt: skip
+              *experiment_table(rows, SWITCH_COLUMNS)]  # fmt: skip
     return [*lines, ""]
+
+
+# results.tsv column -> heading, per table
+NIGHT_COLUMNS = {"experiment": "exp", "status": "status", "backend": "backend",
+                 "latency_us": "µs", "pct_peak": "% of peak", "harness_s": "harness s",
+                 "description": "description"}  # fmt: skip
+SWITCH_COLUMNS = {"experiment": "exp", "backend": "backend", "status": "status",
+                  "correctness": "correctness", "latency_us": "µs", "description": "description"}  # fmt: skip
+
+
+def experiment_table(rows: list[dict[str, str]], columns: dict[str, str]) -> list[str]:
+    """One Markdown row per experiment; descriptions cut to 90 characters, pipes escaped."""
+    lines = ["| " + " | ".join(columns.values()) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        cells = [(row.get(c) or "").replace("|", "/")[:90] for c in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
 
 
 def json_rows(rows: list[dict[str, str]], kind: str, shape: dict[str, str]) -> list[dict[str, Any]]:
