@@ -96,7 +96,7 @@ def test_cold_builds_record_each_starter_and_survive_one_that_fails(tmp_path, mo
 
     def fake_load(source, config):
         calls.append(source)
-        if "ce_rows" in source:
+        if "IGNORE_INDEX" in source:  # the cross_entropy source
             raise cuda_backend.cuda_build.CudaBuildError("nvcc: line 3: error: planted")
 
     monkeypatch.setattr(cuda_backend.cuda_build, "cached_cubin", lambda s, c: tmp_path / "x")
