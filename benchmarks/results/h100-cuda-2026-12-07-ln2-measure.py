@@ -141,7 +141,7 @@ def inputs(rows, cols, dtype, mode="randn", device="cuda", seed=0):
 def compare(out, args):
     """(ok, max abs error, rel_err): |out - ref| <= atol + rtol * |ref| with the spec's
     tolerances, ref = reference.layernorm in float64 of the same inputs."""
-    import reference as ref
+    from autokernel import reference as ref
     from autokernel.specs import get_spec
 
     r = ref.layernorm(*[a.double() for a in args], 1e-5)
