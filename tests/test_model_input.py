@@ -224,3 +224,37 @@ def test_class_imports_from_the_current_directory(tmp_path, monkeypatch):
     loaded = load_model(ModelSource(class_name="mymodels.net.Net", input_shape=(3, 5)))
     assert loaded.name == "Net" and loaded.inputs[0].shape == (3, 5)
     assert str(tmp_path) not in sys.path  # only for the import
+
+
+needs_transformers = pytest.mark.skipif(
+    importlib.util.find_spec("transformers") is None, reason="needs transformers"
+)
+
+
+@needs_transformers
+def test_hf_config_without_a_causal_lm_builds_the_base_model(tmp_path):
+    """A vision config (ViT) has no causal LM head: the base model loads, fed noise pixels of
+    --input-shape, instead of an error listing every causal LM transformers knows."""
+    import transformers
+
+    transformers.ViTConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        image_size=16, patch_size=8,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    loaded = load_model(
+        ModelSource(hf_config=str(tmp_path / "config.json"), input_shape=(1, 3, 16, 16))
+    )
+    assert type(loaded.model).__name__ == "ViTModel"
+    assert loaded.inputs[0].dtype == torch.float32 and loaded.inputs[0].shape == (1, 3, 16, 16)
+
+
+@needs_transformers
+def test_hf_config_encoder_decoder_says_to_write_a_model_file(tmp_path):
+    """T5 and the like need decoder inputs that --input-shape cannot give: say so, rather
+    than the forward's own 'specify exactly one of input_ids or inputs_embeds'."""
+    import transformers
+
+    transformers.T5Config(d_model=16, d_ff=32, d_kv=8, num_heads=2, num_layers=1,
+                          vocab_size=32).save_pretrained(tmp_path)  # fmt: skip
+    msg = error(ModelSource(hf_config=str(tmp_path / "config.json"), input_shape=(1, 8)))
+    assert "encoder-decoder" in msg and "KernelBench" in msg

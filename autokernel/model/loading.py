@@ -241,7 +241,7 @@ def _from_import(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
 
 def _from_hf(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
     try:
-        from transformers import AutoConfig, AutoModelForCausalLM
+        from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
     except ImportError:
         raise ModelInputError(
             "--hf-config needs the transformers package: pip install transformers"
@@ -253,16 +253,40 @@ def _from_hf(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
             f"--hf-config {src.hf_config}: cannot load the config ({type(exc).__name__}: {exc}); "
             "give a model name on the Hub or a local config.json or its folder"
         ) from None
+    if getattr(config, "is_encoder_decoder", False):
+        # Its forward needs decoder inputs too; --input-shape makes one tensor, and the
+        # forward's own error ("specify exactly one of input_ids...") says nothing of this.
+        raise ModelInputError(
+            f"--hf-config {src.hf_config}: {config.model_type!r} is an encoder-decoder model, "
+            "which takes encoder and decoder inputs; --input-shape gives one tensor: write a "
+            "model file in the KernelBench convention (Model, get_inputs) that passes both"
+        )
+    # A causal LM where the architecture has one (its logits are what users run); else the
+    # base model, so encoders and vision models (ViT, CLIP's towers) load too. Decided by the
+    # registry, not by trying: a causal LM that fails to build must say why, not turn into
+    # its base model.
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    causal = getattr(config, "model_type", None) in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    auto = AutoModelForCausalLM if causal else AutoModel
     try:
-        model = AutoModelForCausalLM.from_config(config)
+        model = auto.from_config(config)
     except Exception as exc:
         raise ModelInputError(
-            f"--hf-config {src.hf_config}: cannot build a causal LM from it "
-            f"({type(exc).__name__}: {exc})"
+            f"--hf-config {src.hf_config}: transformers cannot build a "
+            f"{'causal LM' if causal else 'model'} of type {config.model_type!r} from it "
+            f"({type(exc).__name__}: {_first_line(str(exc))}); fix the config, or write a model "
+            "file in the KernelBench convention (Model, get_inputs) that builds and calls it"
         ) from None
     shape = src.input_shape or (1, 128)
     name = Path(src.hf_config).stem if Path(src.hf_config).exists() else src.hf_config
     return model, [_tokens_or_noise(model, shape)], name.replace("/", "_"), None
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    """transformers' errors can list every supported class (thousands of characters)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _call(module: ModuleType, fn: str, path: Path) -> list:
