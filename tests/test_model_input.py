@@ -249,6 +249,16 @@ def test_hf_config_without_a_causal_lm_builds_the_base_model(tmp_path):
 
 
 @needs_transformers
+def test_hf_config_missing_json_file_is_named_not_looked_up(tmp_path, monkeypatch):
+    """A mistyped config.json path fails at once, naming the file, rather than being tried as
+    a Hub repo id (a minute of network retries offline, then a message about the network)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # without the check: no network wait in the test
+    msg = error(ModelSource(hf_config="cfg.json", input_shape=(1, 8)))
+    assert "cfg.json: no such file" in msg
+
+
+@needs_transformers
 def test_hf_config_encoder_decoder_says_to_write_a_model_file(tmp_path):
     """T5 and the like need decoder inputs that --input-shape cannot give: say so, rather
     than the forward's own 'specify exactly one of input_ids or inputs_embeds'."""

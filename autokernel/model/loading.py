@@ -246,6 +246,13 @@ def _from_hf(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
         raise ModelInputError(
             "--hf-config needs the transformers package: pip install transformers"
         ) from None
+    if src.hf_config.endswith(".json") and not Path(src.hf_config).is_file():
+        # A missing local file would otherwise be looked up on the Hub as a repo id: a
+        # minute of retries offline, then a network error that never names the typo.
+        raise ModelInputError(
+            f"--hf-config {src.hf_config}: no such file (from {Path.cwd()}); give the path of "
+            "a config.json, its folder, or a model name on the Hub"
+        )
     try:
         config = AutoConfig.from_pretrained(src.hf_config)
     except Exception as exc:
