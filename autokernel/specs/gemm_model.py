@@ -175,8 +175,18 @@ def mlp_linears(module: nn.Module) -> tuple[nn.Module, ...]:
     return _mlp_linears(module) or ()
 
 
+PROBE_GATE_RMS = 2.0  # gate pre-activations of this size: where SiLU and GELU part ways
+
+
 def _run_mlp(m: nn.Module, g, u, d) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randn(2, g.in_features, dtype=g.weight.dtype, device=g.weight.device)
+    # Scaled so the gate's pre-activations are O(1) whatever the weights' scale: near 0 every
+    # x * sigmoid-like activation is x / 2 + O(x^2), so with a config's small random init
+    # (std 0.02) a GELU MLP (Gemma's GeGLU) matched SwiGLU within bf16 rounding.
+    x = torch.randn(2, g.in_features, device=g.weight.device)
+    rms = torch.nn.functional.linear(x.to(g.weight.dtype), g.weight).double().pow(2).mean().sqrt()
+    if rms > 0:
+        x = x * (PROBE_GATE_RMS / float(rms))
+    x = x.to(g.weight.dtype)
     return type(m).forward(m, x), reference.fused_mlp(x, g.weight, u.weight, d.weight)
 
 
