@@ -4,8 +4,9 @@ no match, so it can become a generic target instead."""
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import torch
 from torch import nn
@@ -183,8 +184,28 @@ def _rmsnorm_like(m: nn.Module) -> bool:
 
 
 def _run_rmsnorm(m: nn.Module, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    # Probed with a random weight of our own, not the checkpoint's: that is all zeros in a
+    # fresh Gemma, all ones in a fresh Llama (a module ignoring its weight would pass), and
+    # can be large enough after training that Gemma's 1 + w passes for w in half precision.
     x = torch.randn(3, w.shape[0], dtype=w.dtype, device=w.device)
-    return type(m).forward(m, x), reference.rmsnorm(x, w, eps_of(m, x.dtype))
+    probe_w = torch.randn(w.shape, dtype=w.dtype, device=w.device)
+    with _weight_swapped(m, probe_w):
+        got = type(m).forward(m, x)
+    return got, reference.rmsnorm(x, probe_w, eps_of(m, x.dtype))
+
+
+@contextlib.contextmanager
+def _weight_swapped(m: nn.Module, w: torch.Tensor) -> Iterator[None]:
+    """m.weight is `w` inside; the module's own tensor is never written to."""
+    table = m._parameters if "weight" in m._parameters else m._buffers
+    if "weight" not in table:
+        raise TypeError("weight is neither a parameter nor a buffer")
+    saved = table["weight"]
+    table["weight"] = nn.Parameter(w, requires_grad=False) if table is m._parameters else w
+    try:
+        yield
+    finally:
+        table["weight"] = saved
 
 
 def _rmsnorm_module(m: nn.Module, probe: Probe) -> str | None:
