@@ -268,3 +268,19 @@ def test_hf_config_encoder_decoder_says_to_write_a_model_file(tmp_path):
                           vocab_size=32).save_pretrained(tmp_path)  # fmt: skip
     msg = error(ModelSource(hf_config=str(tmp_path / "config.json"), input_shape=(1, 8)))
     assert "encoder-decoder" in msg and "KernelBench" in msg
+
+
+@needs_transformers
+def test_hf_config_text_model_with_one_dimension_says_batch_x_seq(tmp_path):
+    """`--input-shape 16` on a text model used to fail inside its forward with a size mismatch
+    naming a line of transformers; the user needs to hear which option to change and how."""
+    import transformers
+
+    transformers.LlamaConfig(
+        hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        vocab_size=64,
+    ).save_pretrained(tmp_path)  # fmt: skip
+    msg = error(ModelSource(hf_config=str(tmp_path / "config.json"), input_shape=(16,)))
+    assert "--input-shape 16" in msg and "BATCHxSEQ" in msg
+    loaded = load_model(ModelSource(hf_config=str(tmp_path / "config.json"), input_shape=(2, 8)))
+    assert loaded.inputs[0].shape == (2, 8)

@@ -286,6 +286,13 @@ def _from_hf(src: ModelSource) -> tuple[nn.Module, list, str, Path | None]:
             "file in the KernelBench convention (Model, get_inputs) that builds and calls it"
         ) from None
     shape = src.input_shape or (1, 128)
+    if vocab_size(model) is not None and len(shape) != 2:
+        # transformers' text models take input_ids of (batch, sequence); another rank fails deep
+        # inside the forward with a size mismatch that does not say which option to change.
+        raise ModelInputError(
+            f"--input-shape {'x'.join(map(str, shape))}: a {config.model_type} model takes token "
+            "ids as BATCHxSEQ, e.g. --input-shape 1x128"
+        )
     name = Path(src.hf_config).stem if Path(src.hf_config).exists() else src.hf_config
     return model, [_tokens_or_noise(model, shape)], name.replace("/", "_"), None
 
