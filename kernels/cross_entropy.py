@@ -1,19 +1,21 @@
 """Mean token cross-entropy: loss = mean over rows with target != -100 of lse(row) - row[target].
 
-Memory-bound: the logits are read exactly once. A first kernel computes each row's log-sum-exp
-in fp32 and writes the row loss (0 for ignored rows) to an fp32 buffer; "single" holds the whole
-row in registers while next_pow2(vocab) fits under MAX_SINGLE_COLS, "online" (and wider rows)
-walk the row in BLOCK_SIZE-column chunks keeping a running max and a rescaled running sum,
-from the 16-byte-aligned address at or before the row (odd vocabularies still load 16-byte
-vectors). The
-target logit is one extra scalar load per row. Ignored rows skip their logits entirely (masked
-loads move no bytes). Narrow vocabularies put several rows in one [ROWS, COLS] tile. A second,
-one-program kernel sums the row losses and counts the non-ignored targets in a fixed order, so
-the mean is bitwise reproducible (no atomics). "split" spreads each row over several programs
-(SPLIT_CHUNK columns each) so the read of the logits has enough programs in flight: they write
-per-chunk fp32 max and sum of exp(x - max) to a small workspace, and a combine kernel merges a
-row's partials (log-sum-exp) into its loss; the logits are still read once. Vocabularies no
-wider than SPLIT_CHUNK take the "single" path instead.
+Memory-bound: the logits are read exactly once, in one launch. Each program computes its rows'
+log-sum-exp in fp32; "single" holds the whole row in registers while next_pow2(vocab) fits under
+MAX_SINGLE_COLS, "online" (and wider rows) walk the row in BLOCK_SIZE-column chunks keeping a
+running max and a rescaled running sum, from the 16-byte-aligned address at or before the row
+(odd vocabularies still load 16-byte vectors). The target logit is one extra scalar load per row.
+Ignored rows skip their logits entirely (masked loads move no bytes). Narrow vocabularies put
+several rows in one [ROWS, COLS] tile. The mean is folded into the same launch (_finish_mean):
+each program writes its loss sum and row count to a workspace the plan keeps, takes a ticket
+from an atomic counter, and the program that draws the last ticket sums every program's slot
+in index order and resets the counter. Which program finishes last varies; the order of the
+sum does not, so the mean is bitwise reproducible. A second launch for the mean cost about
+6 us of host time per call (issue 13's goal is 12 us a call). "split" spreads each row over
+several programs (SPLIT_CHUNK columns each) so the read of the logits has enough programs in
+flight: they write per-chunk fp32 max and sum of exp(x - max) to the workspace, and a combine
+kernel merges a row's partials (log-sum-exp) into its loss and finishes the mean; the logits
+are still read once. Vocabularies no wider than SPLIT_CHUNK take the "single" path instead.
 """
 
 import torch
@@ -48,11 +50,11 @@ SEARCH_SPACE = {
 
 # Launch plans by call signature (shape, strides, dtype, device, 16-byte alignment, CONFIG): all
 # that kernel_fn derives from them, and Triton's compiled kernel. A repeat call costs a lookup,
-# one allocation and the launch (deriving it all per call cost 35 us of host time on the H200).
+# one allocation and one launch (deriving it all per call cost 35 us of host time on the H200).
 _PLANS: dict = {}
 
 IGNORE_INDEX = -100  # as reference.IGNORE_INDEX and torch.nn.functional.cross_entropy
-MEAN_BLOCK = 1024  # row losses summed per step by the one-program mean kernel
+MEAN_BLOCK = 1024  # program slots summed per step by the program that finishes the mean
 COMBINE_TILE = 2048  # partials merged per program by the split variant's combine kernel
 
 
@@ -60,7 +62,10 @@ COMBINE_TILE = 2048  # partials merged per program by the split variant's combin
 def _cross_entropy_kernel(
     X_ptr,
     T_ptr,
-    L_ptr,
+    P_ptr,
+    C_ptr,
+    Ticket_ptr,
+    Out_ptr,
     X_row_stride,
     n_rows,
     n_cols,
@@ -69,6 +74,7 @@ def _cross_entropy_kernel(
     ROWS: tl.constexpr,
     SINGLE: tl.constexpr,
     VEC: tl.constexpr,
+    MEAN_BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
@@ -114,24 +120,34 @@ def _cross_entropy_kernel(
     # (max - target) first: exact for the confident rows where the two nearly cancel. Ignored
     # rows have s = 0; log(1) keeps their (discarded) value finite.
     loss = (m - x_target.to(tl.float32)) + tl.log(tl.where(active, s, 1.0))
-    tl.store(L_ptr + rows, tl.where(active, loss, 0.0), mask=row_mask)
+    _finish_mean(P_ptr, C_ptr, Ticket_ptr, Out_ptr, pid, loss, active, MEAN_BLOCK)
 
 
 @triton.jit
-def _cross_entropy_mean_kernel(
-    L_ptr, T_ptr, Out_ptr, n_rows, IGNORE: tl.constexpr, BLOCK: tl.constexpr
-):
-    offs = tl.arange(0, BLOCK)
-    total = tl.zeros([BLOCK], tl.float32)
-    count = tl.zeros([BLOCK], tl.int32)
-    for start in tl.range(0, n_rows, BLOCK):
-        mask = start + offs < n_rows
-        total += tl.load(L_ptr + start + offs, mask=mask, other=0.0)
-        target = tl.load(T_ptr + start + offs, mask=mask, other=IGNORE)
-        count += (target != IGNORE).to(tl.int32)
-    # No counted row: 0 / 0 = NaN, as torch returns.
-    mean = tl.sum(total, axis=0) / tl.sum(count, axis=0).to(tl.float32)
-    tl.store(Out_ptr, mean.to(Out_ptr.dtype.element_ty))
+def _finish_mean(P_ptr, C_ptr, Ticket_ptr, Out_ptr, pid, loss, active, MEAN_BLOCK: tl.constexpr):
+    """Write this program's loss sum and row count to slot pid; the program that draws the last
+    ticket writes the mean over every slot, summed in slot order, and resets the counter for
+    the next launch."""
+    tl.store(P_ptr + pid, tl.sum(tl.where(active, loss, 0.0), axis=0))
+    tl.store(C_ptr + pid, tl.sum(active.to(tl.int32), axis=0))
+    # Every thread's stores come before the ticket (bar.sync); the acq_rel atomic at GPU scope
+    # publishes them to the program that draws the last ticket, and orders its reads after.
+    tl.debug_barrier()
+    n_programs = tl.num_programs(0)
+    ticket = tl.atomic_add(Ticket_ptr, 1, sem="acq_rel", scope="gpu")
+    if ticket == n_programs - 1:
+        offs = tl.arange(0, MEAN_BLOCK)
+        total = tl.zeros([MEAN_BLOCK], tl.float32)
+        count = tl.zeros([MEAN_BLOCK], tl.int32)
+        for start in tl.range(0, n_programs, MEAN_BLOCK):
+            mask = start + offs < n_programs
+            # .cg: read the slots from L2, where the other SMs' stores are, not a stale L1 line.
+            total += tl.load(P_ptr + start + offs, mask=mask, other=0.0, cache_modifier=".cg")
+            count += tl.load(C_ptr + start + offs, mask=mask, other=0, cache_modifier=".cg")
+        # No counted row: 0 / 0 = NaN, as torch returns.
+        mean = tl.sum(total, axis=0) / tl.sum(count, axis=0).to(tl.float32)
+        tl.store(Out_ptr, mean.to(Out_ptr.dtype.element_ty))
+        tl.atomic_xchg(Ticket_ptr, 0, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -176,7 +192,10 @@ def _split_combine_kernel(
     T_ptr,
     M_ptr,
     S_ptr,
-    L_ptr,
+    P_ptr,
+    C_ptr,
+    Ticket_ptr,
+    Out_ptr,
     X_row_stride,
     n_rows,
     n_cols,
@@ -184,6 +203,7 @@ def _split_combine_kernel(
     IGNORE: tl.constexpr,
     ROWS: tl.constexpr,
     CHUNKS_POW2: tl.constexpr,
+    MEAN_BLOCK: tl.constexpr,
 ):
     pid = tl.program_id(0).to(tl.int64)
     rows = pid * ROWS + tl.arange(0, ROWS)
@@ -205,7 +225,7 @@ def _split_combine_kernel(
     x_target = tl.load(X_ptr + rows * X_row_stride + target, mask=in_range, other=0.0)
     # As in the one-pass kernel: (max - target) first, log(1) for the discarded ignored rows.
     loss = (m - x_target.to(tl.float32)) + tl.log(tl.where(active, s, 1.0))
-    tl.store(L_ptr + rows, tl.where(active, loss, 0.0), mask=row_mask)
+    _finish_mean(P_ptr, C_ptr, Ticket_ptr, Out_ptr, pid, loss, active, MEAN_BLOCK)
 
 
 def kernel_fn(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -232,15 +252,17 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
     n_rows, n_cols = logits.shape
     device = logits.device
     out_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    if n_rows == 0 or n_cols == 0:
+        # No row (0 / 0), or no classes (torch raises; nothing is read): the mean is NaN.
+        return lambda logits, targets: torch.full((), float("nan"), dtype=out_dtype, device=device)
     copy_logits = logits.stride(-1) != 1
     copy_targets = not targets.is_contiguous()
     if copy_logits:
         logits = logits.contiguous()
-    row_losses = None  # launch(logits, targets, row_loss), or None: every row loss is NaN
 
-    if n_rows > 0 and CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
-        row_losses = _split(logits)
-    elif n_rows > 0 and n_cols > 0:
+    if CONFIG["VARIANT"] == "split" and n_cols > CONFIG["SPLIT_CHUNK"]:
+        launch = _split(logits)
+    else:
         padded = _pow2(n_cols)
         # A "split" row that fits one chunk fits in registers too (SPLIT_CHUNK <= 16384).
         single = CONFIG["VARIANT"] != "online" and (
@@ -251,22 +273,19 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
         rows = min(rows, CONFIG["ROWS_PER_PROGRAM"], _pow2(n_rows))
         num_warps = max(1, min(CONFIG["num_warps"], rows * block_cols // 256))
         vec = 16 // logits.element_size() if logits.data_ptr() % 16 == 0 else 1
-        row_losses = launcher(
+        n_programs = _cdiv(n_rows, rows)
+        slots = _slots(n_programs, device)
+        rows_launch = launcher(
             _cross_entropy_kernel,
-            (_cdiv(n_rows, rows),),
-            # X_row_stride, n_rows, n_cols, IGNORE, BLOCK_COLS, ROWS, SINGLE, VEC
-            (logits.stride(0), n_rows, n_cols, IGNORE_INDEX, block_cols, rows, single, vec),
+            (n_programs,),
+            # X_row_stride, n_rows, n_cols, IGNORE, BLOCK_COLS, ROWS, SINGLE, VEC, MEAN_BLOCK
+            (logits.stride(0), n_rows, n_cols, IGNORE_INDEX, block_cols, rows, single, vec,
+             min(MEAN_BLOCK, _pow2(n_programs))),
             {"num_warps": num_warps},
-        )
-    # With no classes (torch raises) nothing is read: every row loss is undefined (NaN).
+        )  # fmt: skip
 
-    block = min(MEAN_BLOCK, _pow2(max(n_rows, 1)))
-    mean = launcher(
-        _cross_entropy_mean_kernel,
-        (1,),
-        (n_rows, IGNORE_INDEX, block),  # n_rows, IGNORE, BLOCK
-        {"num_warps": max(1, min(4, block // 256))},
-    )
+        def launch(logits: torch.Tensor, targets: torch.Tensor, out: torch.Tensor) -> None:
+            rows_launch(logits, targets, *slots, out)
 
     def run(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         out = torch.empty((), dtype=out_dtype, device=device)
@@ -274,19 +293,26 @@ def _plan(logits: torch.Tensor, targets: torch.Tensor):
             logits = logits.contiguous()
         if copy_targets:
             targets = targets.contiguous()
-        if row_losses is None:
-            row_loss = torch.full((n_rows,), float("nan"), dtype=torch.float32, device=device)
-        else:
-            row_loss = torch.empty((n_rows,), dtype=torch.float32, device=device)
-            row_losses(logits, targets, row_loss)
-        mean(row_loss, targets, out)
+        launch(logits, targets, out)
         return out
 
     return run
 
 
+def _slots(n_programs: int, device: torch.device) -> tuple:
+    """The mean's workspace for one plan: (loss sum per program, row count per program, ticket
+    counter; zero between launches: the last program resets it). Its size depends only on the
+    call signature. Calls on one stream run in order, so one workspace serves them all; two
+    streams calling one plan at the same moment would share it."""
+    return (
+        torch.empty((n_programs,), dtype=torch.float32, device=device),
+        torch.empty((n_programs,), dtype=torch.int32, device=device),
+        torch.zeros((1,), dtype=torch.int32, device=device),
+    )
+
+
 def _split(logits: torch.Tensor):
-    """launch(logits, targets, row_loss) for the "split" variant."""
+    """launch(logits, targets, out) for the "split" variant."""
     n_rows, n_cols = logits.shape
     device = logits.device
     chunk = CONFIG["SPLIT_CHUNK"]
@@ -301,20 +327,23 @@ def _split(logits: torch.Tensor):
     )
     chunks_pow2 = _pow2(n_chunks)
     rows = max(1, min(COMBINE_TILE // chunks_pow2, _pow2(n_rows)))
+    n_programs = _cdiv(n_rows, rows)
     combine = launcher(
         _split_combine_kernel,
-        (_cdiv(n_rows, rows),),
-        # X_row_stride, n_rows, n_cols, n_chunks, IGNORE, ROWS, CHUNKS_POW2
-        (logits.stride(0), n_rows, n_cols, n_chunks, IGNORE_INDEX, rows, chunks_pow2),
+        (n_programs,),
+        # X_row_stride, n_rows, n_cols, n_chunks, IGNORE, ROWS, CHUNKS_POW2, MEAN_BLOCK
+        (logits.stride(0), n_rows, n_cols, n_chunks, IGNORE_INDEX, rows, chunks_pow2,
+         min(MEAN_BLOCK, _pow2(n_programs))),
         {"num_warps": max(1, min(4, rows * chunks_pow2 // 256))},
-    )
+    )  # fmt: skip
+    slots = _slots(n_programs, device)
+    # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the logits.
+    part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=device)
+    part_s = torch.empty_like(part_m)
 
-    def launch(logits: torch.Tensor, targets: torch.Tensor, row_loss: torch.Tensor) -> None:
-        # Per-(row, chunk) partial max and sum: 8 bytes per chunk, noise next to the logits.
-        part_m = torch.empty((n_rows * n_chunks,), dtype=torch.float32, device=device)
-        part_s = torch.empty_like(part_m)
+    def launch(logits: torch.Tensor, targets: torch.Tensor, out: torch.Tensor) -> None:
         stats(logits, targets, part_m, part_s)
-        combine(logits, targets, part_m, part_s, row_loss)
+        combine(logits, targets, part_m, part_s, *slots, out)
 
     return launch
 

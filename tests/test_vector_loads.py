@@ -85,14 +85,27 @@ def _cases(vec: int) -> dict[str, dict]:
             {
                 "X_ptr": bf16,
                 "T_ptr": "*i64",
-                "L_ptr": "*fp32",
+                "P_ptr": "*fp32",
+                "C_ptr": "*i32",
+                "Ticket_ptr": "*i32",
+                "Out_ptr": "*fp32",
                 "X_row_stride": i32,
                 "n_rows": i32,
                 "n_cols": i32,
-                **{k: "constexpr" for k in ("IGNORE", "BLOCK_COLS", "ROWS", "SINGLE", "VEC")},
+                **{
+                    k: "constexpr"
+                    for k in ("IGNORE", "BLOCK_COLS", "ROWS", "SINGLE", "VEC", "MEAN_BLOCK")
+                },
             },
-            {"IGNORE": -100, "BLOCK_COLS": 4096, "ROWS": 1, "SINGLE": False, "VEC": vec},
-            ["X_ptr", "T_ptr", "L_ptr"],
+            {
+                "IGNORE": -100,
+                "BLOCK_COLS": 4096,
+                "ROWS": 1,
+                "SINGLE": False,
+                "VEC": vec,
+                "MEAN_BLOCK": 1024,
+            },
+            ["X_ptr", "T_ptr", "P_ptr", "C_ptr", "Ticket_ptr", "Out_ptr"],
         ),
         "rmsnorm": _case(
             "rmsnorm.py",
