@@ -277,7 +277,7 @@ def kernel_fn(
 ) -> torch.Tensor:
     mask_key = None
     if attn_mask is not None:
-        mask_key = (attn_mask.shape, attn_mask.stride(), attn_mask.dtype)
+        mask_key = (attn_mask.shape, attn_mask.stride(), attn_mask.dtype, attn_mask.data_ptr() % 16)
     key = (Q.shape, Q.stride(), Q.dtype, Q.device, Q.data_ptr() % 16,
            K.shape, K.stride(), K.dtype, K.data_ptr() % 16,
            V.shape, V.stride(), V.dtype, V.data_ptr() % 16,

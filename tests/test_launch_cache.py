@@ -103,6 +103,20 @@ def test_matmul_plans_follow_the_layout_of_b():
     torch.testing.assert_close(module.kernel_fn(a, bt), a @ bt)
 
 
+def test_a_mask_off_16_byte_alignment_is_a_new_plan():
+    # Triton specializes an aligned pointer for vector loads; reusing that kernel for a mask that
+    # starts off alignment (a slice of a larger one) would load across the misaligned address.
+    module = _load("flash_attention")
+    q = torch.randn(1, 1, 8, 16)
+    full = torch.randn(8 * 8 + 1)
+    for mask in (full[:64].view(8, 8), full[1:].view(8, 8)):
+        torch.testing.assert_close(
+            module.kernel_fn(q, q, q, causal=False, attn_mask=mask),
+            reference.flash_attention(q, q, q, causal=False, attn_mask=mask),
+        )
+    assert len(module._PLANS) == 2
+
+
 class _Compiled:
     """Stands in for triton.compiler.CompiledKernel: its launcher (`run`, called directly) and
     its public `compiled[grid](*args)` both record what they get."""
