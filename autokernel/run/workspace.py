@@ -97,8 +97,7 @@ class Workspace:
 
     def _git(self, cmd: str, *args: str, check: bool = True) -> tuple[int, str, str]:
         """Run `git <cmd> <args>` in the work tree; (status, stdout, stderr), raising if `check`."""
-        run = getattr(self._repo.git, cmd.replace("-", "_"))
-        status, out, err = run(*args, with_extended_output=True, with_exceptions=False)
+        status, out, err = self._run_git([cmd, *args])
         if check and status != 0:
             hint = ""
             if any(sign in err.lower() for sign in _DISK_FULL):  # its message names a .lock too
@@ -107,6 +106,18 @@ class Workspace:
                 hint = " (another git command is running, or a crashed one left its lock file)"
             raise WorkspaceError(f"git {cmd} failed: {err.strip() or out.strip()}{hint}")
         return status, out, err
+
+    def _run_git(self, argv: list[str], exact: bool = False) -> tuple[int, Any, str]:
+        """(status, stdout, stderr) of one git process in its own session: a Ctrl-C (SIGINT to
+        the terminal's whole process group) means "stop after this experiment" and must not kill
+        the git that records it. So nothing here reads through GitPython's object database,
+        whose `git cat-file` stays alive in our group: killed, it broke the next read's pipe
+        and turned a clean stop into an internal error. exact: stdout as bytes, untrimmed."""
+        return self._repo.git.execute(
+            [self._repo.git.GIT_PYTHON_GIT_EXECUTABLE, *argv],
+            with_extended_output=True, with_exceptions=False, start_new_session=True,
+            stdout_as_string=not exact, strip_newline_in_stdout=not exact,
+        )  # fmt: skip
 
     def _exclude_untracked(self) -> None:
         rel = self._git("rev-parse", "--git-path", "info/exclude")[1].strip()
@@ -346,8 +357,10 @@ class Workspace:
         full = self._sha(sha)
         if full is None:
             raise WorkspaceError(f"no such commit: {sha}")
-        text = self._repo.commit(full).message
-        return (text if isinstance(text, str) else text.decode("utf-8", "replace")).rstrip("\n")
+        status, out, err = self._run_git(["show", "-s", "--format=%B", full], exact=True)
+        if status != 0:
+            raise WorkspaceError(f"git show {full} failed: {err.strip()}")
+        return out.decode("utf-8", "replace").rstrip("\n")
 
     def contains(self, sha: str) -> bool:
         """Is the commit HEAD or one of its ancestors (unknown shas: False)."""
@@ -360,8 +373,5 @@ class Workspace:
         sha = self._sha(rev)
         if sha is None:
             return None
-        try:
-            blob = self._repo.commit(sha).tree / path
-        except KeyError:
-            return None
-        return blob.data_stream.read().decode("utf-8")
+        status, out, _ = self._run_git(["cat-file", "blob", f"{sha}:{path}"], exact=True)
+        return out.decode("utf-8") if status == 0 else None
