@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from autokernel.model.verify.outputs import EAGER, REFERENCE, REFERENCE_FACTOR
 from autokernel.model.verify.verifier import VerifyResult
 from autokernel.views.console import error_text
 
@@ -20,11 +21,20 @@ def render(result: VerifyResult, console: Console) -> None:
         why = "; ".join(f"{r} ({n}x)" for r, n in c["fallback_reasons"].items())
         calls.add_row(kind, str(c["kernel"]), str(c["fallback"]), str(c["sites"]), why)
     console.print(calls)
-    outs = Table("output", "dtype", "error (rel. to scale)", "tolerance", "")
+    outs = Table("output", "dtype", "rule", "error", "tolerance", "eager's", "margin", "")
     for o in result.outputs:
-        outs.add_row(o.name, o.dtype, f"{o.error:.3g}", f"{o.tolerance:.3g}",
-                     "ok" if o.ok else Text("MISMATCH", "red"))  # fmt: skip
+        eager = "-" if o.eager_error is None else f"{o.eager_error:.3g}"
+        outs.add_row(o.name, o.dtype, o.rule, f"{o.error:.3g}", f"{o.tolerance:.3g}", eager,
+                     f"{o.margin:.3g}x", "ok" if o.ok else Text("MISMATCH", "red"))  # fmt: skip
     console.print(outs)
+    rules = {o.rule for o in result.outputs}
+    if REFERENCE in rules:
+        console.print(f"  {REFERENCE}: ||patched - fp32|| / ||fp32|| within "
+                      f"max({REFERENCE_FACTOR:g} x eager's own distance, one rounding); "
+                      "margin: tolerance / error")  # fmt: skip
+    if EAGER in rules:
+        console.print("  eager: max|patched - eager| / max(1, max|eager|) within the dtype's "
+                      "harness atol x the accumulation factor")  # fmt: skip
     _render_modes(result, console)
     _render_selection(result, console)
     if result.predicted_speedup is not None:

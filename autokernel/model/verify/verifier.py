@@ -4,10 +4,13 @@ Kernels come from the workspace: optimized/<target>.py, else the target's best k
 kernel.py (read through git), else the target is skipped with a note. The model runs eagerly
 and patched on the same inputs; each output is compared relative to its scale,
 max|patched - eager| / max(1, max|eager|), against the dtype's harness tolerance times
-ACCUMULATION_FACTOR. A replacement whose kernel never ran is an error, with the reason its calls
-fell back or that nothing in the model matched it. On a GPU a target whose best measured slower
-than eager stays with PyTorch (--keep-slower overrides). Which kernels stay is then decided on
-the whole forward in the user's mode, every mode is timed and the prediction checked
+ACCUMULATION_FACTOR, and a bf16/fp16 model also runs once in float32 (cast in place and back,
+autokernel.model.verify.upcast): patched must stay near that exact answer, as near as eager's
+own rounding lets it (autokernel.model.verify.outputs says both rules). A replacement whose
+kernel never ran is an error, with the reason its calls fell back or that nothing in the model
+matched it. On a GPU a target whose best measured slower than eager stays with PyTorch
+(--keep-slower overrides). Which kernels stay is then decided on the whole forward in the
+user's mode, every mode is timed and the prediction checked
 (autokernel.model.verify.timing, .prediction); the decision goes to optimized/modes.json.
 """
 
@@ -33,6 +36,7 @@ from autokernel.model.verify.modes import BASE, PATCHED_MODE, best_mode
 from autokernel.model.verify.outputs import ACCUMULATION_FACTOR, OutputCheck, compare
 from autokernel.model.verify.prediction import amdahl
 from autokernel.model.verify.timing import Timed, time_model
+from autokernel.model.verify.upcast import reference_outputs
 from autokernel.run import layout
 from autokernel.specs import GENERIC, dtype_name
 from autokernel.specs.region import Region
@@ -95,7 +99,7 @@ class VerifyResult:
 
     def to_json(self) -> dict:
         data = asdict(self)
-        data["outputs"] = [{**asdict(o), "ok": o.ok} for o in self.outputs]
+        data["outputs"] = [{**asdict(o), "ok": o.ok, "margin": o.margin} for o in self.outputs]
         data |= {"ok": self.ok, "outputs_match": self.outputs_match,
                  "speedup_vs_eager": self.speedup(self.eager_ms),
                  "speedup_vs_compile": self.speedup(self.compile_ms)}  # fmt: skip
@@ -206,20 +210,22 @@ def verify_model(
                 raise VerifyError(
                     f"the model's forward raised {type(exc).__name__}: {exc}"
                 ) from exc
+            exact, why = reference_outputs(model, inputs, dtype)  # one forward, float32
             with patch.applied(model, traced=False):  # as the timed eager forward routes
                 out = model(*inputs)
         result = VerifyResult(
             model=name, device=str(device), dtype=dtype_name(dtype),
             kernels={k.name: str(k.path) for k in kernels},
-            outputs=compare(ref, out, dtype, factor), calls=patch.counts(),
-            notes=list(dict.fromkeys(patch.notes)),
+            outputs=compare(ref, out, dtype, factor, exact), calls=patch.counts(),
+            notes=[*([why] if why else []), *dict.fromkeys(patch.notes)],
             mode=mode or (default_mode(device) if with_compile else "eager"),
         )  # fmt: skip
         result.errors = _never_called(patch)
     finally:
         patch.close()
     if timing:
-        candidates = _candidates(model, inputs, ref, kernels, result, dtype, factor, policy)
+        candidates = _candidates(model, inputs, (ref, exact), kernels, result, dtype, factor,
+                                 policy)  # fmt: skip
         on_gpu = device.type == "cuda"
         timed = time_model(
             model, inputs, candidates, mode=result.mode, on_gpu=on_gpu,
@@ -231,11 +237,12 @@ def verify_model(
 
 
 def _candidates(
-    model: nn.Module, inputs: list, ref: Any, kernels: list[LoadedKernel],
+    model: nn.Module, inputs: list, refs: tuple[Any, Any], kernels: list[LoadedKernel],
     result: VerifyResult, dtype: torch.dtype, factor: float, policy: Policy,
 ) -> list[LoadedKernel]:  # fmt: skip
     """The kernels that ran and keep the outputs right: all that ran when the outputs match,
-    else each checked alone, so one wrong kernel does not keep the others out of the timing."""
+    else each checked alone, so one wrong kernel does not keep the others out of the timing.
+    `refs`: the eager outputs and the float32 ones (None for a float32 model)."""
     ran = [k for k in kernels if _ran(result, k)]
     if result.outputs_match:
         return ran
@@ -247,7 +254,7 @@ def _candidates(
                 out = model(*inputs)
         finally:
             alone.close()
-        if all(c.ok for c in compare(ref, out, dtype, factor)):
+        if all(c.ok for c in compare(refs[0], out, dtype, factor, refs[1])):
             good.append(k)
         else:
             result.notes.append(f"{k.name}: left out of the timing: its outputs differ from eager")
