@@ -7,7 +7,10 @@ g threads (a power of two) per row, block // g rows per block, grid * (block // 
 a narrow row (g <= 32) held whole in registers (g * ITEMS vectors, the kernel keeps no shared
 memory for it), shared memory only for wide rows and within SMEM_KB, blocks no larger than the
 __launch_bounds__ the source declares (BOUND). rows_plan and _pow2 are plain Python, taken from
-each file's syntax tree (importing the file would build its CUDA source).
+each file's syntax tree (importing the file would build its CUDA source). reduce's narrow
+path (one vector a lane, ROWS rows a thread, warps over runs of rows) is planned by
+narrow_plan, checked the same way, and its kernel's lanes and transposing shuffle tree are
+emulated one by one.
 """
 
 from __future__ import annotations
@@ -126,3 +129,153 @@ def test_the_wide_llm_rows_stay_on_chip_at_the_starters_config():
         nvec = (50257 + 7 + 7) // 8
         assert g * (config["ITEMS"] + smem_items) >= nvec, kind
         assert 2 * shared <= MAX_SHARED, kind
+
+
+def _reduce_narrow_functions() -> tuple[dict, dict, dict]:
+    """narrow_plan and its helpers from kernels/cuda/reduce.py's syntax tree (no build)."""
+    path = ROOT / "kernels" / "cuda" / "reduce.py"
+    text = path.read_text()
+    names = ("narrow_plan", "row_vectors", "blocks_per_sm", "_pow2", "_cdiv")
+    keep = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name in names]
+    assert len(keep) == len(names)
+    namespace: dict = {}
+    exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), namespace)
+    config = literal_assignment(text, "CONFIG")
+    space = literal_assignment(text, "SEARCH_SPACE")
+    return namespace, config, space
+
+
+def _narrow_configs(config: dict, space: dict) -> list[dict]:
+    keys = ("ROWS", "PERSIST", "NARROW_BLOCK")
+    return [config] + [{**config, **dict(zip(keys, pick, strict=True))}
+                       for pick in itertools.product(*(space[k] for k in keys))]  # fmt: skip
+
+
+def test_reduce_narrow_plans_cover_every_row_once():
+    """Warp w takes rows [w * chunk, (w + 1) * chunk): together the warps of the grid hold every
+    row, no block is without one, the block is within NARROW_BLOCK (the __launch_bounds__), and
+    a row fits its G lanes at any offset from a 16-byte boundary the kernel can meet."""
+    ns, config, space = _reduce_narrow_functions()
+    rows_set = [1, 2, 31, 33, 255, 4097, 100_003, 262_144, 2**24 + 5]
+    for cfg, rows, cols, size in itertools.product(
+        _narrow_configs(config, space), rows_set, range(1, 260, 7), (2, 4)
+    ):
+        vec = 16 // size
+        for aligned, stride in ((True, cols), (False, cols), (True, cols + 3)):
+            nvec = ns["row_vectors"](cols, stride, aligned, size)
+            offsets = range(1) if aligned and stride % vec == 0 else range(vec)
+            worst = max((cols + mis + vec - 1) // vec for mis in offsets)
+            assert nvec >= worst
+            if nvec > 32:
+                continue
+            grid, block, chunk, lg = ns["narrow_plan"](rows, nvec, 132 * 4, cfg)
+            g = 1 << lg
+            assert g >= nvec and 8 <= g <= 32 and (g == 8 or g < 2 * nvec)
+            assert block % 32 == 0 and 32 <= block <= cfg["NARROW_BLOCK"]
+            warps = grid * block // 32
+            assert warps * chunk >= rows and (grid - 1) * (block // 32) * chunk < rows
+            assert chunk % (32 // g) == 0
+            if not cfg["PERSIST"]:
+                assert chunk == (32 // g) * cfg["ROWS"]
+            else:
+                assert grid <= 132 * 4
+
+
+def test_reduce_persistent_plan_at_262144x128_bf16_fills_an_h100_once():
+    """132 SMs, 4 blocks of 256 an SM at 64 registers: 4096 warps of 64 rows, 4 steps each."""
+    ns, config, _ = _reduce_narrow_functions()
+    assert ns["blocks_per_sm"](64, 256) == 4 and ns["blocks_per_sm"](32, 256) == 8
+    assert ns["blocks_per_sm"](40, 128) == 12 and ns["blocks_per_sm"](255, 1024) == 1
+    nvec = ns["row_vectors"](128, 128, True, 2)
+    assert nvec == 16
+    grid, block, chunk, lg = ns["narrow_plan"](262144, nvec, 132 * 4, config)
+    assert (grid, block, chunk, lg) == (512, 256, 64, 4)
+
+
+def _emulate_narrow(x, xs: int, offset: int, rows: int, cols: int, vec: int, plan, steps: int):
+    """The narrow kernel (narrow_rows in reduce.py's CUDA_SOURCE) lane by lane in Python: which
+    vector each lane loads, which columns it keeps, the transposing exchanges and which lane
+    stores which row. x: the flat storage (floats), row r at offset + r * xs."""
+    grid, block, chunk, lg = plan
+    g = 1 << lg
+    per = 32 // g
+    halve = min(steps, g)
+    keep_n = steps // halve
+    out: dict[int, float] = {}
+    for warp in range(grid * block // 32):
+        start = warp * chunk
+        end = min(start + chunk, rows)
+        base = start
+        while base < end:
+            v = []  # v[lane][r]
+            for lane in range(32):
+                t, sub = lane % g, lane // g
+                vals = []
+                for r in range(steps):
+                    row = base + r * per + sub
+                    s = 0.0
+                    if row < end:
+                        addr = offset + row * xs
+                        mis = addr % vec
+                        nvec = (cols + mis + vec - 1) // vec
+                        if t < nvec:
+                            for j in range(vec):
+                                e = t * vec - mis + j
+                                if 0 <= e < cols:
+                                    s += x[addr + e]
+                    vals.append(s)
+                v.append(vals)
+            first = [0] * 32
+            h, off = steps // 2, g // 2
+            while h >= keep_n and off > 0:
+                new = []
+                for lane in range(32):
+                    up = bool(lane & off)
+                    other = lane ^ off
+                    row_vals = []
+                    for i in range(h):
+                        keep = v[lane][i + h] if up else v[lane][i]
+                        give = v[other][i] if (other & off) else v[other][i + h]
+                        row_vals.append(keep + give)
+                    new.append(row_vals)
+                    if up:
+                        first[lane] += h
+                v = new
+                h, off = h // 2, off // 2
+            off = g // halve // 2
+            while off > 0:
+                v = [[v[lane][0] + v[lane ^ off][0], *v[lane][1:]] for lane in range(32)]
+                off //= 2
+            for lane in range(32):
+                t, sub = lane % g, lane // g
+                if t % (g // halve) == 0:
+                    for i in range(keep_n):
+                        row = base + (first[lane] + i) * per + sub
+                        if row < end:
+                            assert row not in out, f"row {row} stored twice"
+                            out[row] = v[lane][i]
+            base += steps * per
+    return out
+
+
+@pytest.mark.parametrize("steps", [2, 4, 8])
+def test_reduce_narrow_kernel_logic_sums_every_row(steps):
+    """Lane-level emulation of the narrow kernel on small integer rows (sums exact in floats):
+    every row stored once, by the right lane, with its sum, for every G, row offset and stride."""
+    ns, config, _ = _reduce_narrow_functions()
+    for cols, vec, offset, pad, rows, persist in [
+        (1, 8, 0, 0, 70, 1), (1, 8, 3, 0, 300, 0), (7, 8, 1, 2, 41, 1), (8, 8, 0, 0, 67, 1),
+        (16, 8, 0, 0, 33, 0), (17, 8, 5, 1, 19, 1), (64, 8, 0, 0, 9, 1), (127, 8, 1, 0, 5, 0),
+        (128, 8, 0, 0, 37, 1), (249, 8, 7, 0, 3, 1), (4, 4, 2, 1, 50, 0), (31, 4, 1, 0, 6, 1),
+        (128, 4, 0, 0, 5, 0), (125, 4, 3, 2, 4, 1),
+    ]:  # fmt: skip
+        xs = cols + pad
+        aligned = offset % vec == 0
+        nvec = ns["row_vectors"](cols, xs, aligned, 16 // vec)
+        assert nvec <= 32
+        cfg = {**config, "ROWS": steps, "PERSIST": persist, "NARROW_BLOCK": 64}
+        plan = ns["narrow_plan"](rows, nvec, 3, cfg)
+        x = [float((i * 7919) % 13 - 6) for i in range(offset + rows * xs + 16)]
+        got = _emulate_narrow(x, xs, offset, rows, cols, vec, plan, steps)
+        want = {r: sum(x[offset + r * xs + c] for c in range(cols)) for r in range(rows)}
+        assert got == want, (cols, vec, offset, rows, persist)
