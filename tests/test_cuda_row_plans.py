@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import itertools
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -135,14 +136,42 @@ def _reduce_narrow_functions() -> tuple[dict, dict, dict]:
     """narrow_plan and its helpers from kernels/cuda/reduce.py's syntax tree (no build)."""
     path = ROOT / "kernels" / "cuda" / "reduce.py"
     text = path.read_text()
-    names = ("narrow_plan", "row_vectors", "blocks_per_sm", "_pow2", "_cdiv")
+    names = ("launch_plan", "narrow_fits", "narrow_plan", "row_vectors", "blocks_per_sm",
+             "rows_plan", "_pow2", "_cdiv")  # fmt: skip
     keep = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name in names]
     assert len(keep) == len(names)
-    namespace: dict = {}
+    # launch_plan's world: torch.cuda with an H200's 132 SMs, kernels by dtype size as names
+    cuda = SimpleNamespace(get_device_properties=lambda d: SimpleNamespace(
+        multi_processor_count=132))  # fmt: skip
+    namespace: dict = {"torch": SimpleNamespace(cuda=cuda), "NARROW_VECS": 32,
+                       "_KERNELS": {BF16: "rows kernel", FP32: "rows kernel"},
+                       "_NARROW": {BF16: NarrowKernel(), FP32: NarrowKernel()}}  # fmt: skip
     exec(compile(ast.Module(body=keep, type_ignores=[]), str(path), "exec"), namespace)
     config = literal_assignment(text, "CONFIG")
     space = literal_assignment(text, "SEARCH_SPACE")
     return namespace, config, space
+
+
+class NarrowKernel:
+    """The narrow kernel as launch_plan sees it: its registers (64, as ptxas gives at CONFIG),
+    counted when read (PERSIST 0 must not need them)."""
+
+    reads = 0
+
+    @property
+    def num_regs(self) -> int:
+        NarrowKernel.reads += 1
+        return 64
+
+
+class Dtype:
+    """A torch dtype as launch_plan reads it: a dict key with an itemsize."""
+
+    def __init__(self, itemsize: int) -> None:
+        self.itemsize = itemsize
+
+
+BF16, FP32 = Dtype(itemsize=2), Dtype(itemsize=4)
 
 
 def _narrow_configs(config: dict, space: dict) -> list[dict]:
@@ -188,7 +217,7 @@ def test_reduce_persistent_plan_at_262144x128_bf16_fills_an_h100_once():
     assert ns["blocks_per_sm"](40, 128) == 12 and ns["blocks_per_sm"](255, 1024) == 1
     nvec = ns["row_vectors"](128, 128, True, 2)
     assert nvec == 16
-    grid, block, chunk, lg = ns["narrow_plan"](262144, nvec, 132 * 4, config)
+    grid, block, chunk, lg = ns["narrow_plan"](262144, nvec, 132 * 4, {**config, "PERSIST": 1})
     assert (grid, block, chunk, lg) == (512, 256, 64, 4)
 
 
@@ -279,3 +308,64 @@ def test_reduce_narrow_kernel_logic_sums_every_row(steps):
         got = _emulate_narrow(x, xs, offset, rows, cols, vec, plan, steps)
         want = {r: sum(x[offset + r * xs + c] for c in range(cols)) for r in range(rows)}
         assert got == want, (cols, vec, offset, rows, persist)
+
+
+def _fills_its_group(cols: int, stride: int, aligned: bool, size: int) -> bool:
+    """The narrow path's rule, written out apart from reduce.py: whole vectors everywhere, and
+    as many as a group of 8, 16 or 32 lanes."""
+    vec = 16 // size
+    whole = aligned and stride % vec == 0 and cols % vec == 0
+    return whole and cols // vec in (8, 16, 32)
+
+
+def test_reduce_takes_the_narrow_path_only_where_every_lane_holds_a_whole_vector():
+    """Every width up to 600 columns, bf16 and fp32, aligned or not, strides of whole vectors and
+    not: the narrow path exactly where the group fills (64, 128, 256 bf16; 32, 64, 128 fp32)."""
+    ns, _, _ = _reduce_narrow_functions()
+    narrow = set()
+    for cols, size, aligned, pad in itertools.product(range(1, 600), (2, 4), (True, False),
+                                                      (0, 1, 3, 8, 16)):  # fmt: skip
+        got = ns["narrow_fits"](cols, cols + pad, aligned, size)
+        assert got == _fills_its_group(cols, cols + pad, aligned, size), (cols, size, aligned, pad)
+        if got:
+            narrow.add((size, cols))
+    assert narrow == {(2, 64), (2, 128), (2, 256), (4, 32), (4, 64), (4, 128)}
+
+
+def test_reduce_launch_plans_at_the_measured_sizes():
+    """The H200's sizes: 262144x128 bf16 on the narrow path with the plan timed at 90.6 % of copy
+    (PERSIST 0, ROWS 8: 2048 blocks of 256, 16 rows a warp, G = 16), and no register count read;
+    the shapes that lost on it (262144x127, 1048576x32) and the wide rows on rows_plan, as the
+    old file planned them (the plans in the H200 table)."""
+    ns, config, _ = _reduce_narrow_functions()
+    assert config["PERSIST"] == 0 and config["ROWS"] == 8
+    plan = ns["launch_plan"]
+    before = NarrowKernel.reads
+    narrow = plan(262144, 128, 128, True, BF16, config, None)
+    assert narrow == (ns["_NARROW"][BF16], 2048, 256, 16, 4)
+    assert NarrowKernel.reads == before
+    for rows, cols, want in [(262144, 127, (4096, 256, 4)), (1048576, 32, (4096, 256, 1)),
+                             (4096, 50257, (4096, 512, 512)), (16384, 8192, (16384, 256, 256)),
+                             (4096, 4096, (4096, 128, 128))]:  # fmt: skip
+        assert plan(rows, cols, cols, True, BF16, config, None) == ("rows kernel", *want)
+        assert want == ns["rows_plan"](rows, cols, 2, config)
+    # PERSIST 1 stays a choice: the plan timed at 88.5 % (an H200 SM holding 4 blocks of 256)
+    persist = plan(262144, 128, 128, True, BF16, {**config, "PERSIST": 1}, None)
+    assert persist == (ns["_NARROW"][BF16], 512, 256, 64, 4) and NarrowKernel.reads == before + 1
+
+
+def test_reduce_rows_off_the_narrow_rule_keep_the_old_plan():
+    """An unaligned base, a stride off whole vectors, a width off whole vectors or short of its
+    group: rows_plan and the rows kernel, whatever the config."""
+    ns, config, space = _reduce_narrow_functions()
+    for cfg in _narrow_configs(config, space):
+        for cols, stride, aligned, dtype in [
+            (128, 128, False, BF16), (128, 130, True, BF16), (127, 127, True, BF16),
+            (129, 129, True, BF16), (32, 32, True, BF16), (56, 56, True, BF16),
+            (200, 200, True, BF16), (30, 32, True, FP32), (96, 96, True, FP32),
+            (16, 16, True, FP32),
+        ]:  # fmt: skip
+            got = ns["launch_plan"](1000, cols, stride, aligned, dtype, cfg, None)
+            assert got == ("rows kernel", *ns["rows_plan"](1000, cols, dtype.itemsize, cfg))
+        got = ns["launch_plan"](1000, 64, 64, True, FP32, cfg, None)
+        assert got[0] is ns["_NARROW"][FP32] and got[-1] == 4  # 16 fp32 vectors: G = 16
