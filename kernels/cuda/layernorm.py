@@ -18,7 +18,9 @@ KB) and the stage (100 KB); the bias comes from L2 one slot ahead of its use, on
 (the lane below's vector by shuffle). Before: 49 % of copy narrow (weight and bias from L2 and
 the row's tail re-read), 67 % wide with both in shared memory and no room to stage, so every
 row waited on its loads; a 2-block cluster with the row split ran at 61 % (two cluster
-barriers a row, each SM's fixed costs over half the bytes).
+barriers a row, each SM's fixed costs over half the bytes). A row too wide for the stage beside
+one parameter whose weight and bias still fit (bf16 about 56,950 to 57,344 columns) keeps that
+wide path without the stage, kernel and plan as before it (wide_path).
 """
 
 import torch
@@ -250,6 +252,48 @@ DI void layernorm_rows(const T* __restrict__ x, const T* __restrict__ w, const T
   });
 }
 
+// The wide path with no stage (main's before it, kept word for word): weight and bias both in
+// shared memory, the row loaded into registers. Rows whose stage does not fit beside one
+// parameter but whose weight and bias do fit take it (launch_plan); g is the block as a
+// constant, so slot offsets are immediates.
+template <typename T>
+DI void layernorm_wide_flat(const T* __restrict__ x, const T* __restrict__ w,
+                            const T* __restrict__ b, T* __restrict__ y, long long rows,
+                            int cols, long long xs, long long ys, float eps) {
+  constexpr int VEC = Cvt<T>::VEC, g = WIDE_THREADS;
+  extern __shared__ uint4 params[];  // the weight's nw vectors, then the bias's
+  __shared__ float red[32];
+  const int t = threadIdx.x, nw = (cols + VEC - 1) / VEC;
+  const uint4 *wv = reinterpret_cast<const uint4*>(w), *bv = reinterpret_cast<const uint4*>(b);
+  for (int k = t; k < 2 * nw; k += g) params[k] = __ldg(k < nw ? wv + k : bv + (k - nw));
+  __syncthreads();  // the parameters, each thread's share, for all
+  for (long long row = blockIdx.x; row < rows; row += gridDim.x) {
+    const RowAt<T> cur(x, row, rows, xs, cols);
+    uint4 reg[WIDE_ITEMS];
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+      if (k < cur.nvec) reg[s] = __ldg(cur.xv + k);
+    float acc = 0.f;
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+      if (k < cur.nvec) acc += vec_sum<T>(reg[s], k, cur.mis, cols);
+    const float mean = block_sum(acc, red) / (float)cols;
+    acc = 0.f;
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+      if (k < cur.nvec) acc += vec_sum<T, true>(reg[s], k, cur.mis, cols, mean);
+    const float rstd = rsqrtf(block_sum(acc, red) / (float)cols + eps);
+    T* yr = y + row * ys;
+    uint4* yv = reinterpret_cast<uint4*>(yr - cur.mis);
+    with_mis<T>(cur.mis, [&](auto m) {
+#pragma unroll
+      for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+        if (k < cur.nvec) emit<T, decltype(m)::value, true>(reg[s], k, cols, mean, rstd,
+                                                             params, params + nw, yv, yr);
+    });
+  }
+}
+
 // 16 bytes global -> shared with no register between (cp.async), in groups: cp_wait<N> waits
 // until at most N of the thread's groups are in flight; what they wrote is visible to the thread
 // alone (each reads back only what it staged; a barrier shares the parameters).
@@ -462,11 +506,28 @@ extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide2_f3
     long long xs, long long ys, float eps) {
   layernorm_wide<float, 2>(x, w, b, y, rows, cols, xs, ys, eps);
 }
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide_f16(
+    const __half* x, const __half* w, const __half* b, __half* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  layernorm_wide_flat<__half>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide_bf16(
+    const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y,
+    long long rows, int cols, long long xs, long long ys, float eps) {
+  layernorm_wide_flat<__nv_bfloat16>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide_f32(
+    const float* x, const float* w, const float* b, float* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  layernorm_wide_flat<float>(x, w, b, y, rows, cols, xs, ys, eps);
+}
 """
 
 _MOD = load(CUDA_SOURCE, CONFIG)
 _KERNELS = {torch.float16: _MOD.layernorm_f16, torch.bfloat16: _MOD.layernorm_bf16,
             torch.float32: _MOD.layernorm_f32}  # fmt: skip
+_FLAT = {torch.float16: _MOD.layernorm_wide_f16, torch.bfloat16: _MOD.layernorm_wide_bf16,
+         torch.float32: _MOD.layernorm_wide_f32}  # fmt: skip
 # The wide path's kernels by how many of weight and bias they keep in shared memory, by dtype.
 _WIDE = {0: {torch.float16: _MOD.layernorm_wide0_f16, torch.bfloat16: _MOD.layernorm_wide0_bf16,
              torch.float32: _MOD.layernorm_wide0_f32},
@@ -531,23 +592,41 @@ def rows_plan(rows: int, cols: int, size: int, config: dict) -> tuple[int, int, 
 
 
 def launch_plan(rows: int, cols: int, size: int, config: dict, device: torch.device) -> tuple:
-    """(kernels, grid, block, *arguments, shared bytes): rows_plan's for rows the narrow path
-    holds in registers or rows past WIDE_ITEMS slots, else the wide path's with as many of
-    weight and bias in shared memory (up to WIDE_PARAMS) as fit beside the stages (wide_shared);
-    rows_plan's if not even the stages fit."""
+    """(kernels, grid, block, *arguments, shared bytes) for the path wide_path picks: the wide
+    path's kernels (staged, or flat), one block an SM, or rows_plan's."""
     p = torch.cuda.get_device_properties(device)  # SMs, and the shared memory a block may opt into
+    path, shared = wide_path(cols, size, config, p.shared_memory_per_block_optin)
+    if path == "rows":
+        return (_KERNELS, *rows_plan(rows, cols, size, config))
+    kernels = _FLAT if path == "flat" else _WIDE[int(path[-1])]
+    return kernels, min(rows, p.multi_processor_count), config["WIDE_THREADS"], shared
+
+
+def wide_path(cols: int, size: int, config: dict, optin: int) -> tuple[str, int]:
+    """(path, shared bytes) for rows of cols elements of size bytes, optin the shared memory a
+    block may opt into. "wide2", "wide1", "wide0": the staged wide path with that many of weight
+    and bias in shared memory (up to WIDE_PARAMS), as many as fit beside the stages
+    (wide_shared), for rows past the narrow path's registers, within WIDE_ITEMS slots and at
+    least a vector a thread (a lane past the row reads weight and bias in shared memory at most
+    WIDE_THREADS vectors past them). Else main's rule before the stage, unchanged: "flat" (the
+    wide path with no stage, weight and bias in shared memory) where those fit, and "rows"
+    (rows_plan) otherwise. So a row that the stage does not fit (bf16 from about 56,950 columns
+    to 57,344 on sm_90) keeps the flat path, 67 % of copy, not rows_plan's 49 %."""
     vec, g = 16 // size, config["WIDE_THREADS"]
-    nvec = -(-cols // vec) + (cols % vec != 0)
+    nw = -(-cols // vec)
+    nvec = nw + (cols % vec != 0)
     narrow = nvec <= config["MAX_THREADS"] * config["ITEMS"]  # the narrow path's registers
-    # a wide row: past the narrow path, within the slots, and at least a vector a thread (so a
-    # lane past the row reads weight and bias in shared memory at most g vectors past them)
-    if not narrow and nvec <= g * config["WIDE_ITEMS"] and -(-cols // vec) >= g:
+    if not narrow and nvec <= g * config["WIDE_ITEMS"] and nw >= g:
         least = 0 if config["WIDE_STAGES"] > 1 else 1  # NP 0 is built with two stages only
         for np in range(min(config["WIDE_PARAMS"], 2), least - 1, -1):
             shared = wide_shared(cols, size, np, config["WIDE_STAGES"])
-            if shared + 1024 <= p.shared_memory_per_block_optin:  # 1 KB: red[] and some slack
-                return _WIDE[np], min(rows, p.multi_processor_count), g, shared
-    return (_KERNELS, *rows_plan(rows, cols, size, config))
+            if shared + 1024 <= optin:  # 1 KB: red[] and some slack
+                return f"wide{np}", shared
+    shared = 2 * nw * 16  # the weight's vectors, then the bias's
+    full = shared + 1024 > optin  # 1 KB: red[] and some slack
+    if narrow or nvec > g * config["WIDE_ITEMS"] or full:
+        return "rows", 0
+    return "flat", shared
 
 
 def wide_shared(cols: int, size: int, np: int, stages: int) -> int:
