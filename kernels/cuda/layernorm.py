@@ -10,9 +10,17 @@ a block), the rest read again by each later pass. Three passes: the mean, the va
 (exact where E[x^2] - E[x]^2 cancels), the output; reductions are shuffles and a shared-memory
 step, in a fixed order (bitwise deterministic). Weight and bias are read at the row's offset
 from a 16-byte boundary (odd widths sit at all 8): two aligned vectors, shifted at compile time.
-Longer rows take the wide path where it fits (4096x50257 ran at 49 % of copy, reading weight
-and bias from L2 for every row): one block of WIDE_THREADS an SM loops over rows, weight and
-bias in its shared memory (loaded once), the row in registers; a row's loads go out at once.
+Longer rows take the wide path: one block of WIDE_THREADS an SM loops over rows, the row in
+registers, while cp.async stages the next one (WIDE_STAGES ahead) in shared memory; weight and
+bias sit in shared memory (loaded once) as far as they fit beside the stage, the rest is read
+from L2 for every row (WIDE_PARAMS: the most kept). At 4096x50257 bf16 that is the weight (100
+KB) and the stage (100 KB); the bias comes from L2 one slot ahead of its use, one load a vector
+(the lane below's vector by shuffle). Before: 49 % of copy narrow (weight and bias from L2 and
+the row's tail re-read), 67 % wide with both in shared memory and no room to stage, so every
+row waited on its loads; a 2-block cluster with the row split ran at 61 % (two cluster
+barriers a row, each SM's fixed costs over half the bytes). A row too wide for the stage beside
+one parameter whose weight and bias still fit (bf16 about 56,950 to 57,344 columns) keeps that
+wide path without the stage, kernel and plan as before it (wide_path).
 """
 
 import torch
@@ -25,12 +33,14 @@ BACKEND = "cuda"
 # ITEMS: 16-byte vectors a thread keeps in registers; MAX_THREADS: most threads on one row;
 # NARROW_BLOCK: block size when a row needs a warp or less; SMEM_KB: shared memory a block may
 # use for the slots of its row beyond the registers. Rows that would need those take the wide
-# path: WIDE_THREADS a block, one block an SM, WIDE_ITEMS register slots a thread.
+# path: WIDE_THREADS a block, one block an SM, WIDE_ITEMS register slots a thread, WIDE_STAGES
+# rows staged ahead, at most WIDE_PARAMS of weight and bias (in that order) in shared memory.
 CONFIG = {"ITEMS": 6, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96,
-          "WIDE_THREADS": 1024, "WIDE_ITEMS": 7}  # fmt: skip
+          "WIDE_THREADS": 1024, "WIDE_ITEMS": 7, "WIDE_STAGES": 1, "WIDE_PARAMS": 2}  # fmt: skip
 SEARCH_SPACE = {"ITEMS": [2, 4, 6, 8], "MAX_THREADS": [128, 256, 512, 1024],
                 "NARROW_BLOCK": [64, 128, 256, 512], "SMEM_KB": [0, 48, 96, 192],
-                "WIDE_THREADS": [512, 1024], "WIDE_ITEMS": [4, 7, 13, 16]}  # fmt: skip
+                "WIDE_THREADS": [512, 1024], "WIDE_ITEMS": [4, 7, 13, 16],
+                "WIDE_STAGES": [1, 2], "WIDE_PARAMS": [0, 1, 2]}  # fmt: skip
 
 CUDA_SOURCE = r"""
 #include <cuda_fp16.h>
@@ -242,11 +252,14 @@ DI void layernorm_rows(const T* __restrict__ x, const T* __restrict__ w, const T
   });
 }
 
-// The wide path (docstring); g is the block as a constant, so slot offsets are immediates.
+// The wide path with no stage (main's before it, kept word for word): weight and bias both in
+// shared memory, the row loaded into registers. Rows whose stage does not fit beside one
+// parameter but whose weight and bias do fit take it (launch_plan); g is the block as a
+// constant, so slot offsets are immediates.
 template <typename T>
-DI void layernorm_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
-                       T* __restrict__ y, long long rows, int cols, long long xs, long long ys,
-                       float eps) {
+DI void layernorm_wide_flat(const T* __restrict__ x, const T* __restrict__ w,
+                            const T* __restrict__ b, T* __restrict__ y, long long rows,
+                            int cols, long long xs, long long ys, float eps) {
   constexpr int VEC = Cvt<T>::VEC, g = WIDE_THREADS;
   extern __shared__ uint4 params[];  // the weight's nw vectors, then the bias's
   __shared__ float red[32];
@@ -281,7 +294,157 @@ DI void layernorm_wide(const T* __restrict__ x, const T* __restrict__ w, const T
   }
 }
 
-// Entry points (parameter lists written out: the launcher reads them unpreprocessed).
+// 16 bytes global -> shared with no register between (cp.async), in groups: cp_wait<N> waits
+// until at most N of the thread's groups are in flight; what they wrote is visible to the thread
+// alone (each reads back only what it staged; a barrier shares the parameters).
+DEV void cp16(uint4* dst, const uint4* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::
+               "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+}
+DEV void cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> DEV void cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Sum over the block as block_sum, into its own red (no barrier before: the caller alternates
+// two, each rewritten only after a barrier that every reader of its last sum has passed).
+DI float block_sum2(float v, float* red) {
+  v = group_sum(v, 32);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.f;
+  return group_sum(v, 32);
+}
+
+// A parameter's words for vector k (as param_words) on the wide path, called by every lane:
+// SMEM, both aligned vectors from its copy in shared memory (a lane past the row reads at most
+// WIDE_THREADS vectors past the parameter: still inside the stage, launch_plan makes sure);
+// else hi = p[k] as loaded from L2 by the caller (zero past the parameter), lo = p[k - 1] the
+// lane below's hi, lane 0's from halo[k / 32] (p[k - 1] for each k a multiple of 32, in shared
+// memory): one L2 load a vector, not two.
+template <typename T, int MIS, bool SMEM>
+DI void wide_words(const uint4* pv, const uint4& hi_l2, int k, int nw, int cols,
+                   unsigned (&w)[8]) {
+  if constexpr (SMEM) {
+    param_words<T, MIS, true>(pv, k, cols, w);
+  } else {
+    const uint4 hi = hi_l2;
+    uint4 lo = make_uint4(0u, 0u, 0u, 0u);
+    if constexpr (MIS > 0) {
+      lo.x = __shfl_up_sync(0xffffffffu, hi.x, 1);
+      lo.y = __shfl_up_sync(0xffffffffu, hi.y, 1);
+      lo.z = __shfl_up_sync(0xffffffffu, hi.z, 1);
+      lo.w = __shfl_up_sync(0xffffffffu, hi.w, 1);
+      if ((threadIdx.x & 31) == 0) lo = k > 0 && k <= nw ? pv[k >> 5] : make_uint4(0, 0, 0, 0);
+    }
+    w[0] = lo.x; w[1] = lo.y; w[2] = lo.z; w[3] = lo.w;
+    w[4] = hi.x; w[5] = hi.y; w[6] = hi.z; w[7] = hi.w;
+  }
+}
+
+// y = (x - mean) * rstd * weight + bias for vector k, the parameters' words given: the same
+// arithmetic as emit.
+template <typename T, int MIS>
+DI void emit_words(const uint4& v, int k, int cols, float mean, float rstd,
+                   const unsigned (&pw)[8], const unsigned (&pb)[8], uint4* yv, T* yr) {
+  constexpr int VEC = Cvt<T>::VEC;
+  float f[VEC];
+  unpack<T>(v, f);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) f[j] = (f[j] - mean) * rstd * Cvt<T>::at(pw, VEC - MIS + j);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) f[j] += Cvt<T>::at(pb, VEC - MIS + j);
+  const int e0 = k * VEC - MIS;
+  if (e0 >= 0 && e0 + VEC <= cols) {
+    yv[k] = Cvt<T>::pack(f);
+  } else {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j)
+      if (e0 + j >= 0 && e0 + j < cols) yr[e0 + j] = Cvt<T>::from(f[j]);
+  }
+}
+
+// The wide path (docstring). NP: how many of weight and bias sit in shared memory (the first
+// NP of them); the others are read from L2 for every row, one slot ahead of their use. Shared
+// memory: the NP parameters (nw vectors each), a halo of nh vectors for each other one, then
+// WIDE_STAGES stages of nw + 1 vectors (a row spans at most nw + 1), stage i for rows i, i + S,
+// ... of the block's. g is the block as a constant, so slot offsets are immediates.
+template <typename T, int NP>
+DI void layernorm_wide(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                       T* __restrict__ y, long long rows, int cols, long long xs, long long ys,
+                       float eps) {
+  constexpr int VEC = Cvt<T>::VEC, g = WIDE_THREADS, S = WIDE_STAGES;
+  extern __shared__ uint4 smem[];
+  __shared__ float red[2][32];
+  const int t = threadIdx.x, nw = (cols + VEC - 1) / VEC, nh = nw / 32 + 1;
+  const uint4 *wv = reinterpret_cast<const uint4*>(w), *bv = reinterpret_cast<const uint4*>(b);
+  // weight: in shared memory (NP >= 1) or its halo; bias: likewise (NP == 2) or its halo
+  const uint4* wsm = smem;
+  const uint4* bsm = NP == 2 ? smem + nw : smem + NP * nw + (NP == 0 ? nh : 0);
+  uint4* stage = smem + NP * nw + (2 - NP) * nh;
+  for (int k = t; k < NP * nw; k += g) cp16(smem + k, k < nw ? wv + k : bv + (k - nw));
+  for (int j = t; j < (2 - NP) * nh; j += g) {  // halo j % nh: vector 32 (j % nh) - 1
+    const int q = 32 * (j % nh) - 1;
+    if (q >= 0 && q < nw) cp16(smem + NP * nw + j, (NP == 0 && j < nh ? wv : bv) + q);
+  }
+  const long long step = gridDim.x;
+  auto fetch = [&](long long row, uint4* buf) {  // a row into a stage, slot s at t + s * g
+    const RowAt<T> r(x, row, rows, xs, cols);
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g) if (k < r.nvec) cp16(buf + k, r.xv + k);
+    cp_commit();
+  };
+#pragma unroll
+  for (int i = 0; i < S; ++i) fetch(blockIdx.x + i * step, stage + i * (nw + 1));
+  cp_wait<S - 1>();
+  __syncthreads();  // the parameters and halos, each thread's share, for all
+  uint4 reg[WIDE_ITEMS];
+  int i = 0;
+  for (long long row = blockIdx.x; row < rows; row += step) {
+    const RowAt<T> cur(x, row, rows, xs, cols);
+    uint4* buf = stage + i * (nw + 1);
+    cp_wait<S - 1>();  // this row's group (one a row, committed in order)
+    float acc = 0.f;
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+      if (k < cur.nvec) acc += vec_sum<T>(reg[s] = buf[k], k, cur.mis, cols);
+    fetch(row + S * step, buf);  // S rows ahead, into the slots the sum above has read
+    i = i + 1 == S ? 0 : i + 1;
+    const float mean = block_sum2(acc, red[0]) / (float)cols;
+    // An L2 bias: slot 0's flies during the variance.
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    uint4 bh = zero;
+    if (NP == 1 && t < nw) bh = __ldg(bv + t);
+    acc = 0.f;
+#pragma unroll
+    for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g)
+      if (k < cur.nvec) acc += vec_sum<T, true>(reg[s], k, cur.mis, cols, mean);
+    const float rstd = rsqrtf(block_sum2(acc, red[1]) / (float)cols + eps);
+    T* yr = y + row * ys;
+    uint4* yv = reinterpret_cast<uint4*>(yr - cur.mis);
+    with_mis<T>(cur.mis, [&](auto m) {
+      constexpr int MIS = decltype(m)::value;
+#pragma unroll
+      for (int s = 0, k = t; s < WIDE_ITEMS; ++s, k += g) {
+        if (s * g >= cur.nvec) break;  // the block's last slot (uniform: shuffles stay whole)
+        // The next slot's L2 bias; an L2 weight (NP 0) is read here, not ahead (it spilt).
+        const uint4 wc = NP < 1 && k < nw ? __ldg(wv + k) : zero;
+        uint4 bc = bh;
+        if (NP == 1 && s + 1 < WIDE_ITEMS) bh = k + g < nw ? __ldg(bv + k + g) : zero;
+        if (NP == 0) bc = k < nw ? __ldg(bv + k) : zero;
+        unsigned pw[8], pb[8];
+        wide_words<T, MIS, (NP >= 1)>(wsm, wc, k, nw, cols, pw);
+        wide_words<T, MIS, (NP >= 2)>(bsm, bc, k, nw, cols, pb);
+        if (k < cur.nvec) emit_words<T, MIS>(reg[s], k, cols, mean, rstd, pw, pb, yv, yr);
+      }
+    });
+  }
+}
+
+// Entry points (parameter lists written out: the launcher reads them unpreprocessed). The
+// wide path with both parameters from L2 (NP 0) is built with two stages only (launch_plan):
+// with one it spilt registers, and one parameter fits beside one stage up to 56936 bf16.
 extern "C" __global__ void __launch_bounds__(BOUND, MIN_BLOCKS) layernorm_f16(
     const __half* x, const __half* w, const __half* b, __half* y, long long rows, int cols,
     long long xs, long long ys, float eps, int g, int smem_items) {
@@ -297,28 +460,81 @@ extern "C" __global__ void __launch_bounds__(BOUND, MIN_BLOCKS) layernorm_f32(
     long long xs, long long ys, float eps, int g, int smem_items) {
   layernorm_rows<float>(x, w, b, y, rows, cols, xs, ys, eps, g, smem_items);
 }
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide0_f16(
+    const __half* x, const __half* w, const __half* b, __half* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  if constexpr (WIDE_STAGES > 1) layernorm_wide<__half, 0>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide0_bf16(
+    const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y,
+    long long rows, int cols, long long xs, long long ys, float eps) {
+  if constexpr (WIDE_STAGES > 1)
+    layernorm_wide<__nv_bfloat16, 0>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide0_f32(
+    const float* x, const float* w, const float* b, float* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  if constexpr (WIDE_STAGES > 1) layernorm_wide<float, 0>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide1_f16(
+    const __half* x, const __half* w, const __half* b, __half* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  layernorm_wide<__half, 1>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide1_bf16(
+    const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y,
+    long long rows, int cols, long long xs, long long ys, float eps) {
+  layernorm_wide<__nv_bfloat16, 1>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide1_f32(
+    const float* x, const float* w, const float* b, float* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  layernorm_wide<float, 1>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide2_f16(
+    const __half* x, const __half* w, const __half* b, __half* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  layernorm_wide<__half, 2>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide2_bf16(
+    const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y,
+    long long rows, int cols, long long xs, long long ys, float eps) {
+  layernorm_wide<__nv_bfloat16, 2>(x, w, b, y, rows, cols, xs, ys, eps);
+}
+extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide2_f32(
+    const float* x, const float* w, const float* b, float* y, long long rows, int cols,
+    long long xs, long long ys, float eps) {
+  layernorm_wide<float, 2>(x, w, b, y, rows, cols, xs, ys, eps);
+}
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide_f16(
     const __half* x, const __half* w, const __half* b, __half* y, long long rows, int cols,
     long long xs, long long ys, float eps) {
-  layernorm_wide<__half>(x, w, b, y, rows, cols, xs, ys, eps);
+  layernorm_wide_flat<__half>(x, w, b, y, rows, cols, xs, ys, eps);
 }
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide_bf16(
     const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y,
     long long rows, int cols, long long xs, long long ys, float eps) {
-  layernorm_wide<__nv_bfloat16>(x, w, b, y, rows, cols, xs, ys, eps);
+  layernorm_wide_flat<__nv_bfloat16>(x, w, b, y, rows, cols, xs, ys, eps);
 }
 extern "C" __global__ void __launch_bounds__(WIDE_THREADS, 1) layernorm_wide_f32(
     const float* x, const float* w, const float* b, float* y, long long rows, int cols,
     long long xs, long long ys, float eps) {
-  layernorm_wide<float>(x, w, b, y, rows, cols, xs, ys, eps);
+  layernorm_wide_flat<float>(x, w, b, y, rows, cols, xs, ys, eps);
 }
 """
 
 _MOD = load(CUDA_SOURCE, CONFIG)
 _KERNELS = {torch.float16: _MOD.layernorm_f16, torch.bfloat16: _MOD.layernorm_bf16,
             torch.float32: _MOD.layernorm_f32}  # fmt: skip
-_WIDE = {torch.float16: _MOD.layernorm_wide_f16, torch.bfloat16: _MOD.layernorm_wide_bf16,
+_FLAT = {torch.float16: _MOD.layernorm_wide_f16, torch.bfloat16: _MOD.layernorm_wide_bf16,
          torch.float32: _MOD.layernorm_wide_f32}  # fmt: skip
+# The wide path's kernels by how many of weight and bias they keep in shared memory, by dtype.
+_WIDE = {0: {torch.float16: _MOD.layernorm_wide0_f16, torch.bfloat16: _MOD.layernorm_wide0_bf16,
+             torch.float32: _MOD.layernorm_wide0_f32},
+         1: {torch.float16: _MOD.layernorm_wide1_f16, torch.bfloat16: _MOD.layernorm_wide1_bf16,
+             torch.float32: _MOD.layernorm_wide1_f32},
+         2: {torch.float16: _MOD.layernorm_wide2_f16, torch.bfloat16: _MOD.layernorm_wide2_bf16,
+             torch.float32: _MOD.layernorm_wide2_f32}}  # fmt: skip
 _PLANS: dict = {}  # launch plans by call signature; emptied when full
 MAX_PLANS = 1024
 MAX_COLS = 2**31 - 64  # in-row indices are 32-bit in the kernel
@@ -376,17 +592,48 @@ def rows_plan(rows: int, cols: int, size: int, config: dict) -> tuple[int, int, 
 
 
 def launch_plan(rows: int, cols: int, size: int, config: dict, device: torch.device) -> tuple:
-    """(kernels, grid, block, *arguments, shared bytes): the wide path's, or rows_plan's for rows
-    it holds in registers, rows past WIDE_ITEMS slots, or weight and bias past shared memory."""
+    """(kernels, grid, block, *arguments, shared bytes) for the path wide_path picks: the wide
+    path's kernels (staged, or flat), one block an SM, or rows_plan's."""
     p = torch.cuda.get_device_properties(device)  # SMs, and the shared memory a block may opt into
-    vec, g = 16 // size, config["WIDE_THREADS"]
-    nvec = -(-cols // vec) + (cols % vec != 0)
-    shared = 2 * -(-cols // vec) * 16  # the weight's vectors, then the bias's
-    narrow = nvec <= config["MAX_THREADS"] * config["ITEMS"]  # the narrow path's registers
-    full = shared + 1024 > p.shared_memory_per_block_optin  # 1 KB: red[] and some slack
-    if narrow or nvec > g * config["WIDE_ITEMS"] or full:
+    path, shared = wide_path(cols, size, config, p.shared_memory_per_block_optin)
+    if path == "rows":
         return (_KERNELS, *rows_plan(rows, cols, size, config))
-    return _WIDE, min(rows, p.multi_processor_count), g, shared
+    kernels = _FLAT if path == "flat" else _WIDE[int(path[-1])]
+    return kernels, min(rows, p.multi_processor_count), config["WIDE_THREADS"], shared
+
+
+def wide_path(cols: int, size: int, config: dict, optin: int) -> tuple[str, int]:
+    """(path, shared bytes) for rows of cols elements of size bytes, optin the shared memory a
+    block may opt into. "wide2", "wide1", "wide0": the staged wide path with that many of weight
+    and bias in shared memory (up to WIDE_PARAMS), as many as fit beside the stages
+    (wide_shared), for rows past the narrow path's registers, within WIDE_ITEMS slots and at
+    least a vector a thread (a lane past the row reads weight and bias in shared memory at most
+    WIDE_THREADS vectors past them). Else main's rule before the stage, unchanged: "flat" (the
+    wide path with no stage, weight and bias in shared memory) where those fit, and "rows"
+    (rows_plan) otherwise. So a row that the stage does not fit (bf16 from about 56,950 columns
+    to 57,344 on sm_90) keeps the flat path, 67 % of copy, not rows_plan's 49 %."""
+    vec, g = 16 // size, config["WIDE_THREADS"]
+    nw = -(-cols // vec)
+    nvec = nw + (cols % vec != 0)
+    narrow = nvec <= config["MAX_THREADS"] * config["ITEMS"]  # the narrow path's registers
+    if not narrow and nvec <= g * config["WIDE_ITEMS"] and nw >= g:
+        least = 0 if config["WIDE_STAGES"] > 1 else 1  # NP 0 is built with two stages only
+        for np in range(min(config["WIDE_PARAMS"], 2), least - 1, -1):
+            shared = wide_shared(cols, size, np, config["WIDE_STAGES"])
+            if shared + 1024 <= optin:  # 1 KB: red[] and some slack
+                return f"wide{np}", shared
+    shared = 2 * nw * 16  # the weight's vectors, then the bias's
+    full = shared + 1024 > optin  # 1 KB: red[] and some slack
+    if narrow or nvec > g * config["WIDE_ITEMS"] or full:
+        return "rows", 0
+    return "flat", shared
+
+
+def wide_shared(cols: int, size: int, np: int, stages: int) -> int:
+    """Shared bytes of the wide path (layernorm_wide): np parameters of nw vectors, a halo of
+    nw // 32 + 1 vectors for each other one, stages of nw + 1 vectors."""
+    nw = -(-cols // (16 // size))
+    return (np * nw + (2 - np) * (nw // 32 + 1) + stages * (nw + 1)) * 16
 
 
 def _fresh(t: torch.Tensor) -> torch.Tensor:
