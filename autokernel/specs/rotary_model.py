@@ -2,11 +2,16 @@
 (S, D) cos/sin tables, fn(x, cos, sin) -> x or Hugging Face's fn(q, k, cos, sin, ...) -> (q, k),
 probed once against reference.py whatever its name.
 
-Partial rotary is claimed too, as whole families use it (GPT-NeoX/Pythia, Phi-3 with
-partial_rotary_factor < 1): the tables are (S, R) with R < D, only the first R dims of each
-head are rotated and the rest pass through. The kernel rotates the (strided, uncopied) prefix
-view x[..., :R]; the rest is concatenated back after it, as the model itself does (the kernel
-contract returns a new tensor, so no in-place write into the model's q/k).
+Two forms beyond LLaMA's are claimed, because whole families use them:
+- partial rotary (GPT-NeoX/Pythia, Phi-3 with partial_rotary_factor < 1): the tables are
+  (S, R) with R < D, only the first R dims of each head are rotated and the rest pass
+  through. The kernel rotates the (strided, uncopied) prefix view x[..., :R]; the rest is
+  concatenated back after it, as the model itself does (the kernel contract returns a new
+  tensor, so no in-place write into the model's q/k);
+- tables in another dtype than x (OLMo2 keeps cos/sin in fp32 beside bf16 q/k): the kernel's
+  contract, and so everything the harness judged, is tables in x's dtype (any other call fell
+  back to PyTorch as "mixed dtypes"), so the claim casts the tables to x's dtype: one rounding
+  of each table entry, as LLaMA's own rotary embedding does before it rotates.
 """
 
 from __future__ import annotations
@@ -117,7 +122,8 @@ def _function(fn: types.FunctionType, args: tuple, kwargs: dict, probe: Probe) -
     probe_width = PROBE_DIM // 2 if partial else PROBE_DIM
     if probe(_owner(fn, partial), lambda: _run(fn, pair, probe_width), "rotary_embedding"):
         return None
-    calls = tuple((x[..., :width] if partial else x, *cs) for x in xs)
+    # tables in each x's dtype, as the kernel takes them (see above); a no-op where they are
+    calls = tuple((x[..., :width] if partial else x, *(c.to(x.dtype) for c in cs)) for x in xs)
     if not partial:
         return Claim(calls[0], finish=tuple if pair else first, more=calls[1:])
     rest = xs  # the pass-through dims are read from the inputs after the kernel ran
