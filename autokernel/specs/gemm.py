@@ -7,7 +7,8 @@ import torch.nn.functional as F
 
 from autokernel import reference
 from autokernel.specs.base import Adversarial, KernelSpec, SizeSet, randn
-from autokernel.specs.gemm_model import FUSED_MLP_MODEL, MATMUL_MODEL
+from autokernel.specs.gemm_model import MATMUL_MODEL
+from autokernel.specs.mlp_model import FUSED_MLP_MODEL
 
 
 def _matmul_inputs(size, dtype, gen, device):

@@ -1,5 +1,5 @@
-"""The model side of the matrix types: matmul (nn.Linear, 2-D products, F.linear) and the
-SwiGLU fused_mlp (a module with gate/up/down or w1/w3/w2 Linears, probed)."""
+"""The model side of matmul: nn.Linear, 2-D products, F.linear and batched products with a
+shared operand. fused_mlp's, a whole MLP module, is autokernel.specs.mlp_model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import math
 import torch
 from torch import nn
 
-from autokernel import reference
 from autokernel.specs.gemm_batched import Finish, fold, product_note
 from autokernel.specs.model_side import (
     Claim,
@@ -21,7 +20,6 @@ from autokernel.specs.model_side import (
     floating,
 )
 
-MLP_NAMES = (("gate_proj", "up_proj", "down_proj"), ("w1", "w3", "w2"))  # HF and Meta naming
 AFFINE_ATEN = ("aten::addmm", "aten::baddbmm", "aten::addbmm")  # the bias comes first
 MATMUL_ATEN = ("aten::linear", "aten::matmul", "aten::mm", "aten::bmm", *AFFINE_ATEN)
 MATMUL_CALLS = ("torch.matmul", "Tensor.matmul", "Tensor.__matmul__", "torch.mm", "Tensor.mm",
@@ -159,61 +157,6 @@ def _matmul_contract(args) -> str | None:
     return None
 
 
-# ---- fused_mlp ---------------------------------------------------------------------------------
-
-
-def _mlp_linears(module: nn.Module) -> tuple[nn.Linear, nn.Linear, nn.Linear] | None:
-    for names in MLP_NAMES:
-        parts = [getattr(module, n, None) for n in names]
-        if all(isinstance(p, nn.Linear) for p in parts):
-            return parts[0], parts[1], parts[2]
-    return None
-
-
-def mlp_linears(module: nn.Module) -> tuple[nn.Module, ...]:
-    """The Linears a fused_mlp claim takes over (patching leaves them alone)."""
-    return _mlp_linears(module) or ()
-
-
-PROBE_GATE_RMS = 2.0  # gate pre-activations of this size: where SiLU and GELU part ways
-
-
-def _run_mlp(m: nn.Module, g, u, d) -> tuple[torch.Tensor, torch.Tensor]:
-    # Scaled so the gate's pre-activations are O(1) whatever the weights' scale: near 0 every
-    # x * sigmoid-like activation is x / 2 + O(x^2), so with a config's small random init
-    # (std 0.02) a GELU MLP (Gemma's GeGLU) matched SwiGLU within bf16 rounding.
-    x = torch.randn(2, g.in_features, device=g.weight.device)
-    rms = torch.nn.functional.linear(x.to(g.weight.dtype), g.weight).double().pow(2).mean().sqrt()
-    if rms > 0:
-        x = x * (PROBE_GATE_RMS / float(rms))
-    x = x.to(g.weight.dtype)
-    return type(m).forward(m, x), reference.fused_mlp(x, g.weight, u.weight, d.weight)
-
-
-def _mlp_module(m: nn.Module, probe: Probe) -> str | None:
-    linears = _mlp_linears(m)
-    if linears is None:
-        return None
-    if any(lin.bias is not None for lin in linears):
-        return "SwiGLU-named MLP with biased Linears"
-    return probe(m, lambda: _run_mlp(m, *linears), "a SwiGLU MLP")
-
-
-def _mlp_call(m: nn.Module, x: torch.Tensor) -> Claim | None:
-    g, u, d = _mlp_linears(m)  # type: ignore[misc]
-    if x.shape[-1] != g.in_features:
-        return None
-    return Claim((x, g.weight, u.weight, d.weight))
-
-
-def _mlp_size(a) -> Size:
-    return {"M": a[0].numel() // a[0].shape[-1], "hidden": a[0].shape[-1], "inter": a[1].shape[0]}
-
-
-def _has_mlp(m: nn.Module) -> bool:
-    return bool(mlp_linears(m))
-
-
 def _fake_matmul(A: torch.Tensor, B: torch.Tensor, slot: int) -> torch.Tensor:
     return A.new_empty((A.shape[0], B.shape[1]))
 
@@ -231,13 +174,4 @@ MATMUL_MODEL = ModelSide(
     aten=dict.fromkeys(MATMUL_ATEN, _matmul_event),
     compiled="shape",  # Inductor leaves GEMMs to cuBLAS through aten::mm: known by shape
     contract=_matmul_contract,
-)
-FUSED_MLP_MODEL = ModelSide(
-    "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, int slot) -> Tensor",
-    4,
-    lambda x, wg, wu, wd, slot: x.new_empty((*x.shape[:-1], wd.shape[0])),
-    _mlp_size,
-    "modules with gate_proj/up_proj/down_proj or w1/w3/w2 Linears computing SwiGLU",
-    module=ModuleSide(_mlp_module, _mlp_call, owns=mlp_linears, likely=_has_mlp),
-    # its GEMMs and SiLU land in separate compiled kernels: the ratio stands
 )

@@ -1,12 +1,25 @@
 """The model side of rotary_embedding: a model function that rotates (B, H, S, D) tensors by
 (S, D) cos/sin tables, fn(x, cos, sin) -> x or Hugging Face's fn(q, k, cos, sin, ...) -> (q, k),
-probed once against reference.py whatever its name."""
+probed once against reference.py whatever its name.
+
+Two forms beyond LLaMA's are claimed, because whole families use them:
+- partial rotary (GPT-NeoX/Pythia, Phi-3 with partial_rotary_factor < 1): the tables are
+  (S, R) with R < D, only the first R dims of each head are rotated and the rest pass
+  through. The kernel rotates the (strided, uncopied) prefix view x[..., :R]; the rest is
+  concatenated back after it, as the model itself does (the kernel contract returns a new
+  tensor, so no in-place write into the model's q/k);
+- tables in another dtype than x (OLMo2 keeps cos/sin in fp32 beside bf16 q/k): the kernel's
+  contract, and so everything the harness judged, is tables in x's dtype (any other call fell
+  back to PyTorch as "mixed dtypes"), so the claim casts the tables to x's dtype: one rounding
+  of each table entry, as LLaMA's own rotary embedding does before it rotates.
+"""
 
 from __future__ import annotations
 
 import functools
 import inspect
 import types
+import weakref
 from collections.abc import Callable, Sequence
 
 import torch
@@ -18,6 +31,7 @@ from autokernel.specs.model_side import (
     Probe,
     Size,
     dense_contract,
+    first,
     floating,
     like,
 )
@@ -41,20 +55,51 @@ def _may_claim(fn: types.FunctionType) -> bool:
 
 
 def _table(t: object, x: torch.Tensor) -> torch.Tensor | None:
-    if not isinstance(t, torch.Tensor) or x.dim() != 4 or t.shape[-2:] != x.shape[-2:]:
+    """The (S, R) table of a call on (B, H, S, D) x, R <= D even (R < D: partial rotary)."""
+    if not isinstance(t, torch.Tensor) or x.dim() != 4 or t.dim() < 2:
         return None
-    return t.reshape(x.shape[-2:]) if all(n == 1 for n in t.shape[:-2]) else None
+    seq, width = t.shape[-2:]
+    if seq != x.shape[-2] or width > x.shape[-1] or width == 0 or width % 2:
+        return None
+    return t.reshape(seq, width) if all(n == 1 for n in t.shape[:-2]) else None
 
 
-def _run(fn: Callable, pair: bool) -> tuple[torch.Tensor, torch.Tensor]:
+PROBE_DIM = 8  # head_dim of the probe; a partial call is probed rotating half of it
+
+# A function called with partial tables is probed in that form, and that verdict is cached
+# apart from the full form's (the probe caches per owner): one stand-in owner per function.
+_PARTIAL_OWNER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class _PartialForm:
+    """Stands for a function called with tables narrower than its heads, in the probe cache."""
+
+
+def _owner(fn: Callable, partial: bool) -> object:
+    if not partial:
+        return fn
+    try:
+        return _PARTIAL_OWNER.setdefault(fn, _PartialForm())
+    except TypeError:  # not weakly referable: probed anew each call
+        return _PartialForm()
+
+
+def _run(fn: Callable, pair: bool, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(fn's result, reference.py's) on a small input whose tables rotate `width` dims."""
     gen = torch.Generator().manual_seed(0)
-    x = torch.randn(1, 2, 3, 8, generator=gen)
-    freqs = torch.randn(3, 4, generator=gen)
+    x = torch.randn(1, 2, 3, PROBE_DIM, generator=gen)
+    freqs = torch.randn(3, width // 2, generator=gen)
     cos, sin = torch.cat((freqs, freqs), -1).cos(), torch.cat((freqs, freqs), -1).sin()
-    want = reference.rotary_embedding(x, cos, sin)
+    want = passed_through(reference.rotary_embedding(x[..., :width], cos, sin), x)
     if pair:
         return fn(x, x, cos[None], sin[None])[1], want
     return fn(x, cos, sin), want
+
+
+def passed_through(rotated: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """The rotated prefix with x's remaining dims after it (x itself when nothing remains)."""
+    width = rotated.shape[-1]
+    return rotated if width == x.shape[-1] else torch.cat((rotated, x[..., width:]), dim=-1)
 
 
 def _function(fn: types.FunctionType, args: tuple, kwargs: dict, probe: Probe) -> Claim | None:
@@ -70,14 +115,24 @@ def _function(fn: types.FunctionType, args: tuple, kwargs: dict, probe: Probe) -
     cs = [_table(t, xs[0]) for t in tables]
     if any(c is None for c in cs) or any(x.shape[-2:] != xs[0].shape[-2:] for x in xs):
         return None
-    if xs[0].shape[-1] % 2:
+    if xs[0].shape[-1] % 2 or cs[0].shape != cs[1].shape:
         return None
-    if probe(fn, lambda: _run(fn, pair), "rotary_embedding"):
+    width, full = cs[0].shape[-1], xs[0].shape[-1]
+    partial = width < full
+    probe_width = PROBE_DIM // 2 if partial else PROBE_DIM
+    if probe(_owner(fn, partial), lambda: _run(fn, pair, probe_width), "rotary_embedding"):
         return None
-    first = (xs[0], cs[0], cs[1])
-    if pair:  # Hugging Face's form: (q, k), one op call each
-        return Claim(first, finish=tuple, more=((xs[1], cs[0], cs[1]),))
-    return Claim(first)
+    # tables in each x's dtype, as the kernel takes them (see above); a no-op where they are
+    calls = tuple((x[..., :width] if partial else x, *(c.to(x.dtype) for c in cs)) for x in xs)
+    if not partial:
+        return Claim(calls[0], finish=tuple if pair else first, more=calls[1:])
+    rest = xs  # the pass-through dims are read from the inputs after the kernel ran
+
+    def finish(outs: list[torch.Tensor]) -> object:
+        done = tuple(passed_through(o, x) for o, x in zip(outs, rest, strict=True))
+        return done if pair else done[0]
+
+    return Claim(calls[0], finish=finish, more=calls[1:])
 
 
 def _contract(args: Sequence) -> str | None:
