@@ -94,3 +94,20 @@ def test_a_wrong_kernel_fails_in_the_family(family, kind, tmp_path, monkeypatch)
     result = verify_model(loaded.model, loaded.inputs, kernels, timing=False)
     assert result.calls[kind]["kernel"] > 0
     assert not result.outputs_match and not result.ok
+
+
+@pytest.mark.slow
+def test_a_swapped_fused_gate_up_fails_in_bf16_against_the_float32_answer(tmp_path, monkeypatch):
+    """bf16, where the eager rule alone allows ~10 % of the output's scale: swapping gate and up
+    moved Phi-3's logits by 0.03 of their scale, so only the float32 reference catches it."""
+    monkeypatch.setenv("AUTOKERNEL_TRUST_UNJUDGED", "1")
+    loaded = load(tmp_path, "phi3", "bfloat16")
+    good, bad = WRONG["fused_mlp"]
+    text = starters("fused_mlp")["fused_mlp"]
+    kernels, _, _ = collect_kernels(
+        workspace_with(tmp_path, {"fused_mlp": text.replace(good, bad)})
+    )
+    result = verify_model(loaded.model, loaded.inputs, kernels, timing=False)
+    assert result.calls["fused_mlp"]["kernel"] > 0
+    (check,) = result.outputs
+    assert check.rule == "fp32-reference" and not check.ok, check
