@@ -18,7 +18,7 @@ from autokernel.model.name_shield import shield_kernels_name
 from autokernel.model.verify import verifier
 from autokernel.model.verify.outputs import REFERENCE, REFERENCE_FACTOR
 from autokernel.model.verify.verifier import verify_model
-from autokernel.specs import gemm_model
+from autokernel.specs import mlp_model
 
 transformers = pytest.importorskip("transformers")
 
@@ -83,9 +83,9 @@ def judged_by_eager_alone(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def gelu_taken_for_swiglu() -> Iterator[None]:
     """The matcher bug the probe fixed: any gate/up/down MLP claimed for fused_mlp, unprobed."""
-    side = gemm_model.FUSED_MLP_MODEL.module
+    side = mlp_model.FUSED_MLP_MODEL.module
     saved = side.claim
-    claim = lambda m, probe: "" if gemm_model.mlp_linears(m) else None
+    claim = lambda m, probe: "" if mlp_model.mlp_linears(m) else None
     object.__setattr__(side, "claim", claim)
     yield
     object.__setattr__(side, "claim", saved)
