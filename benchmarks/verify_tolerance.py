@@ -40,6 +40,8 @@ from typing import Any
 
 import torch
 
+from benchmarks import runner
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 TOKENS = (2, 16)  # batch, sequence
 VOCAB = 256
@@ -268,7 +270,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--dtype", choices=sorted(DTYPES), default="bf16")
     p.add_argument("--out-jsonl", type=Path, help="append one JSON line per output here")
     p.add_argument("--out-md", type=Path, help="write the Markdown summary here")
-    args = p.parse_args(argv)
+    args = runner.add_arguments(p).parse_args(argv)
     for flag, names, known in (("--families", args.families, FAMILIES),
                                ("--faults", args.faults, FAULTS)):  # fmt: skip
         unknown = [n for n in names.split(",") if n not in known]
@@ -317,6 +319,10 @@ def main(argv: list[str]) -> int:
     if args.out_md:
         args.out_md.write_text(table)
     print("\n" + table)
+    # On the CPU only where --results names a folder (runner.add_arguments): interpreter figures
+    # never land beside the GPU history by accident.
+    runner.record("verify_tolerance", rows, table, commit=args.commit or runner.tree_commit(),
+                  results=args.results)  # fmt: skip
     return 0
 
 
