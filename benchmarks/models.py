@@ -202,7 +202,9 @@ def markdown(out: dict) -> str:
         if sel:
             for t in sel["candidates"]:
                 e = sel["effects"].get(t, {})
+                k = (sel.get("kept_effects") or {}).get(t)
                 why = "kept" if t in sel["kept"] else f"dropped: {sel['dropped'].get(t, '')}"
+                why += f" ({k['ratio']:.2f}x with the kept set)" if k else ""
                 lines.append(f"- {t}: first pass, every candidate in: the forward "
                              f"{e.get('ratio', 0):.2f}x as fast with it as without; {why}")  # fmt: skip
         label = "helps" if sel else "plugged in (no selection)"

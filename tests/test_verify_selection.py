@@ -52,6 +52,26 @@ def test_a_kernel_that_slows_the_forward_is_dropped_first_and_helpers_stay():
     assert e["rmsnorm"].with_ms == pytest.approx(BASE_MS - 1.0 + 0.8 - 0.3, rel=0.01)
 
 
+def test_the_kept_sets_effects_are_measured_without_the_dropped_kernels():
+    """A slow kernel dropped later sat in both sides of every first-pass ratio: matmul's ratio
+    was 13 / 8 with it in, 10 / 5 once it is out. The prediction takes the last pass's (the
+    set the user gets), which matches the forward the user runs."""
+    timer, _ = fake_timer({"matmul": -5.0, "slow": +3.0})
+    result = ablate(["matmul", "slow"], timer, "eager", rounds=5)
+    assert result.kept == ["matmul"] and set(result.kept_effects) == {"matmul"}
+    assert result.effects["matmul"].ratio == pytest.approx(13 / 8, rel=0.01)
+    assert result.kept_effects["matmul"].ratio == pytest.approx(10 / 5, rel=0.01)
+    ratios = mode_record.ratios(result.to_json())
+    predicted = prediction.from_effects(BASE_MS, ratios, result.kept)
+    assert predicted == pytest.approx(result.kept_ms, rel=0.01)
+    first_pass = mode_record.ratios({"effects": result.to_json()["effects"]})
+    assert not prediction.check("patched", prediction.EFFECTS,
+                                prediction.from_effects(BASE_MS, first_pass, result.kept),
+                                result.kept_ms, {}, first_pass).holds  # fmt: skip
+    none_kept = ablate(["slow"], timer, "eager")
+    assert none_kept.kept == [] and none_kept.kept_effects == {}
+
+
 def test_a_gain_inside_the_noise_or_below_one_percent_is_dropped():
     timer, _ = fake_timer({"rmsnorm": -0.05, "softmax": -2.0})  # 0.5 %: below MIN_GAIN
     assert ablate(["rmsnorm", "softmax"], timer, "eager").kept == ["softmax"]
@@ -141,6 +161,7 @@ def test_verify_records_its_choice_and_use_kernels_follows_it(tmp_path):
     record = json.loads((ws / "optimized" / "modes.json").read_text())
     assert record["eager"]["kept"] == result.kept["eager"]
     assert set(record["eager"]["effects"]) == {"rmsnorm", "softmax"}
+    assert set(record["eager"]["kept_effects"]) == set(result.kept["eager"])
     assert set(api.load_kernels(ws, mode="eager").routers) == set(result.kept["eager"])
     (p,) = [p for p in result.predictions if p["source"] == prediction.EFFECTS]
     assert p["mode"] == "patched" and p["measured_ms"] == result.ms("patched")
@@ -194,6 +215,9 @@ def test_use_kernels_plugs_in_only_what_helped_in_the_requested_mode(tmp_path):
     assert api.load_kernels(ws, mode="compile").routers == {}
     assert set(api.load_kernels(ws, mode="all").routers) == {"rmsnorm", "softmax"}
     assert mode_record.effects(ws, "eager") == {"rmsnorm": 1.2}
+    mode_record.write(ws, "eager", {"kept": ["rmsnorm"], "effects": {"rmsnorm": {"ratio": 1.2}},
+                                    "kept_effects": {"rmsnorm": {"ratio": 1.4}}})  # fmt: skip
+    assert mode_record.effects(ws, "eager") == {"rmsnorm": 1.4}  # the kept set's, when recorded
     assert json.loads((ws / "optimized" / "modes.json").read_text())["compile"] == {"kept": []}
     # without a record every kernel is plugged in
     other = workspace_with(tmp_path / "o", starters("rmsnorm", "softmax"))

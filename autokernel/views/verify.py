@@ -85,7 +85,7 @@ def _render_selection(result: VerifyResult, console: Console) -> None:
     console.print(f"kernel selection in {sel['mode']} mode ({sel['timings']} forwards timed):")
     table = Table("target", "expected (kernel figures)", "measured (whole model)", "decision")
     for t in sel["candidates"]:
-        e = sel["effects"].get(t)
+        e = (sel.get("kept_effects") or {}).get(t) or sel["effects"].get(t)  # kept set's first
         exp = result.expected.get(t)
         decision = "kept" if t in sel["kept"] else f"dropped: {sel['dropped'].get(t, '')}"
         table.add_row(

@@ -5,7 +5,8 @@ only the kernels that helped in the requested mode, and the prediction reuses th
 per-target effects. Shape:
 
     {"eager": {"kept": ["rmsnorm"], "dropped": {"softmax": "why"},
-               "effects": {"rmsnorm": {"ratio": 1.08, "noise": 0.01, ...}},
+               "effects": {"rmsnorm": {"ratio": 1.08, "noise": 0.01, ...}, "softmax": ...},
+               "kept_effects": {"rmsnorm": {"ratio": 1.12, ...}},
                "model": "...", "device": "...", "patched_ms": 3.1, "base_ms": 3.4},
      "compile": {...}}
 """
@@ -46,8 +47,15 @@ def kept(workspace: Path, mode: str) -> list[str] | None:
 
 def effects(workspace: Path, mode: str) -> dict[str, float]:
     """Measured whole-model ratio per target in `mode` (forward without it / with it)."""
-    entry = read(workspace).get(mode) or {}
-    return {t: float(e["ratio"]) for t, e in (entry.get("effects") or {}).items() if "ratio" in e}
+    return ratios(read(workspace).get(mode) or {})
+
+
+def ratios(entry: dict[str, Any]) -> dict[str, float]:
+    """Ratio per target of a selection or record entry: measured with the kept set
+    ("kept_effects", the user's configuration) where the entry has it, else with every
+    candidate in ("effects"; records written before kept_effects existed)."""
+    chosen = entry.get("kept_effects") or entry.get("effects") or {}
+    return {t: float(e["ratio"]) for t, e in chosen.items() if "ratio" in e}
 
 
 def write(workspace: Path, mode: str, entry: dict[str, Any]) -> Path:

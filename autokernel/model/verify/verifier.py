@@ -343,8 +343,7 @@ def _predictions(result: VerifyResult, workspace: Path) -> list[prediction.Predi
     sel = result.selection
     try:
         effects = (
-            {t: e["ratio"] for t, e in sel["effects"].items()}
-            if sel else mode_record.effects(workspace, result.mode)
+            mode_record.ratios(sel) if sel else mode_record.effects(workspace, result.mode)
         )  # fmt: skip
     except mode_record.RecordError as exc:
         result.notes.append(str(exc))
@@ -371,8 +370,8 @@ def _record(result: VerifyResult, workspace: Path) -> None:
         entry = {"kept": kept, "model": result.model, "device": result.device,
                  "base_ms": result.ms(BASE[pm]), "patched_ms": result.ms(pm)}  # fmt: skip
         if m == result.mode:
-            entry |= {"dropped": result.selection["dropped"],
-                      "effects": result.selection["effects"]}  # fmt: skip
+            entry |= {k: result.selection.get(k, {})
+                      for k in ("dropped", "effects", "kept_effects")}  # fmt: skip
         mode_record.write(workspace, m, entry)
 
 
