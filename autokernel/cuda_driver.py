@@ -23,10 +23,13 @@ from autokernel.harness.cuda_source import EntryPoint
 
 # CUfunction_attribute values (cuda.h)
 ATTR_MAX_THREADS = 0
+ATTR_STATIC_SHARED = 1
 ATTR_LOCAL_BYTES = 3
 ATTR_NUM_REGS = 4
 ATTR_MAX_DYNAMIC_SHARED = 8
-DEFAULT_SHARED_LIMIT = 48 * 1024  # above this a kernel must opt in (cuFuncSetAttribute)
+# Static plus dynamic shared memory above this needs an opt-in (cuFuncSetAttribute): a kernel
+# with a 128 B static array and SMEM_KB 48 of dynamic stash was refused ("invalid argument").
+DEFAULT_SHARED_LIMIT = 48 * 1024
 
 _SLOT_TYPES = {
     "P": ctypes.c_void_p, "i": ctypes.c_int32, "I": ctypes.c_uint32, "q": ctypes.c_int64,
@@ -106,8 +109,9 @@ class Kernel:
         self._args = (ctypes.c_void_p * max(n, 1))(
             *[ctypes.cast(ctypes.pointer(s), ctypes.c_void_p) for s in self._slots]
         )
-        self._opted = DEFAULT_SHARED_LIMIT
         self._stream = torch._C._cuda_getCurrentRawStream
+        # dynamic bytes a launch may ask for without opting in: what the static arrays leave
+        self._opted = DEFAULT_SHARED_LIMIT - self.attribute(ATTR_STATIC_SHARED)
 
     def attribute(self, which: int) -> int:
         value = ctypes.c_int()
