@@ -35,7 +35,7 @@ BACKEND = "cuda"
 # use for the slots of its row beyond the registers. Rows that would need those take the wide
 # path: WIDE_THREADS a block, one block an SM, WIDE_ITEMS register slots a thread, WIDE_STAGES
 # rows staged ahead, at most WIDE_PARAMS of weight and bias (in that order) in shared memory.
-CONFIG = {"ITEMS": 6, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96,
+CONFIG = {"ITEMS": 4, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96,
           "WIDE_THREADS": 1024, "WIDE_ITEMS": 7, "WIDE_STAGES": 1, "WIDE_PARAMS": 2}  # fmt: skip
 SEARCH_SPACE = {"ITEMS": [2, 4, 6, 8], "MAX_THREADS": [128, 256, 512, 1024],
                 "NARROW_BLOCK": [64, 128, 256, 512], "SMEM_KB": [0, 48, 96, 192],

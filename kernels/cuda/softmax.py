@@ -23,7 +23,7 @@ BACKEND = "cuda"
 # ITEMS: 16-byte vectors a thread keeps in registers; MAX_THREADS: most threads on one row;
 # NARROW_BLOCK: block size when a row needs a warp or less; SMEM_KB: shared memory a block may
 # use for the slots of its row beyond the registers.
-CONFIG = {"ITEMS": 6, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96}
+CONFIG = {"ITEMS": 4, "MAX_THREADS": 512, "NARROW_BLOCK": 256, "SMEM_KB": 96}
 SEARCH_SPACE = {
     "ITEMS": [2, 4, 6, 8],
     "MAX_THREADS": [128, 256, 512, 1024],
