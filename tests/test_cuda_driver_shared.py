@@ -22,23 +22,23 @@ class FakeDriver:
         self.opted = 0
         self.launches: list[int] = []
 
-    def cuFuncGetAttribute(self, out, which, fn) -> int:  # noqa: N802 (the driver's name)
+    def cuFuncGetAttribute(self, out, which, fn) -> int:
         out._obj.value = {cuda_driver.ATTR_STATIC_SHARED: STATIC}.get(which, 0)
         return 0
 
-    def cuFuncSetAttribute(self, fn, which, value) -> int:  # noqa: N802
+    def cuFuncSetAttribute(self, fn, which, value) -> int:
         assert which == cuda_driver.ATTR_MAX_DYNAMIC_SHARED
         self.opted = value
         return 0
 
-    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, args, extra) -> int:  # noqa: N802
+    def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, args, extra) -> int:
         limit = max(self.opted, cuda_driver.DEFAULT_SHARED_LIMIT - STATIC)
         if shared > limit:
             return 1  # CUDA_ERROR_INVALID_VALUE, as the driver answers
         self.launches.append(shared)
         return 0
 
-    def cuGetErrorString(self, code, out) -> int:  # noqa: N802
+    def cuGetErrorString(self, code, out) -> int:
         out._obj.value = b"invalid argument"
         return 0
 
