@@ -38,6 +38,7 @@ import torch
 
 from autokernel.atomic import write_atomic
 from autokernel.cache import cache_dir
+from autokernel.cubin import CubinError, device_global_bytes
 from autokernel.cuda_driver import CudaModule, load_module
 from autokernel.harness.cuda_check import check_cuda_source, tokenize
 from autokernel.harness.cuda_source import SourceError, entry_points
@@ -60,7 +61,8 @@ class CudaBuildError(RuntimeError):
 
 
 class CudaSourceRefused(CudaBuildError):
-    """The source failed the C++ guard: REJECTED, never compiled."""
+    """The source failed the C++ guard (never compiled), or its image keeps state in device
+    memory of its own (cubin.py): REJECTED, never loaded."""
 
 
 def builds() -> list[dict[str, Any]]:
@@ -91,11 +93,28 @@ def load(source: str, config: Mapping[str, object] | None = None) -> CudaModule:
     nvcc, flags = find_nvcc(), build_flags(config or {}, device)
     key = cache_key(source, flags, nvcc_version(nvcc))
     image, compile_s = _cached_or_built(key, source, nvcc, flags)
+    refuse_device_state(image)
     module = load_module(image, entries, device)
     seconds = round(time.perf_counter() - t0, 3)
     _BUILDS.append({"key": key[:16], "cached": compile_s is None, "compile_s": compile_s,
                     "seconds": seconds})  # fmt: skip
     return module
+
+
+def refuse_device_state(image: bytes) -> None:
+    """CudaSourceRefused for an image with module-level device variables (cubin.py says why),
+    CudaBuildError for one whose sections cannot be read."""
+    try:
+        held = device_global_bytes(image)
+    except CubinError as exc:
+        raise CudaBuildError(f"the compiled image cannot be read: {exc}") from None
+    if held:
+        raise CudaSourceRefused(
+            f"the compiled kernel keeps {held} bytes in __device__, __managed__ or static "
+            "variables, device memory that outlives every call and that the determinism "
+            "stage cannot count: keep state (counters, scratch) in a tensor that kernel_fn "
+            "allocates and passes; use __constant__ for read-only tables"
+        )
 
 
 def _device() -> int:

@@ -17,6 +17,7 @@ import pytest
 from cuda_helpers import nvcc_or_skip
 
 from autokernel import cuda_build
+from autokernel.cubin import device_global_bytes
 from autokernel.harness.cuda_source import entry_points, tokenize
 from autokernel.harness.guards import check_source, literal_assignment
 from autokernel.harness.sandbox import NO_GPU, Options, evaluate
@@ -104,6 +105,7 @@ def _built(path: Path, folder: Path) -> tuple[bytes, str, str]:
 def test_starter_compiles_for_sm90a(path, builds):
     cubin, _, _ = _built(path, builds)
     assert len(cubin) > 0
+    assert device_global_bytes(cubin) == 0  # the builder refuses module-level device state
 
 
 @pytest.mark.slow
